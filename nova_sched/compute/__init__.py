@@ -1,0 +1,1 @@
+"""The compute side as the scheduler sees it: its RPC API and a simulated node."""

@@ -1,0 +1,24 @@
+"""nova-sched's configuration: every option group registered on cfg.CONF.
+
+oslo.messaging registers its tracing and metrics groups on the global
+cfg.CONF only, so the service uses the global object rather than a private
+ConfigOpts.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from nova_sched.conf import database, default, filter_scheduler, scheduler
+
+CONF = cfg.CONF
+
+_MODULES = (default, database, scheduler, filter_scheduler)
+
+
+def register_all(conf: cfg.ConfigOpts) -> None:
+    for module in _MODULES:
+        module.register_opts(conf)
+
+
+register_all(CONF)

@@ -1,0 +1,165 @@
+"""Options of the [filter_scheduler] group: filters, weighers, ratios."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+filter_scheduler_group = cfg.OptGroup(
+    "filter_scheduler",
+    title="Filter scheduler",
+    help="Which filters and weighers decide, and the numbers they use.",
+)
+
+DEFAULT_ENABLED_FILTERS = [
+    "RetryFilter",
+    "AvailabilityZoneFilter",
+    "RamFilter",
+    "CoreFilter",
+    "DiskFilter",
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+]
+
+filter_scheduler_opts = [
+    cfg.MultiStrOpt(
+        "available_filters",
+        default=["nova_sched.scheduler.filters.all_filters"],
+        help="Filter classes the scheduler may use, as dotted paths; a path "
+        "naming a function is called and must return a list of classes. The "
+        "default makes every built-in filter available. Add your own by "
+        "repeating the option.",
+    ),
+    cfg.ListOpt(
+        "enabled_filters",
+        default=DEFAULT_ENABLED_FILTERS,
+        deprecated_name="scheduler_default_filters",
+        deprecated_group="DEFAULT",
+        help="Filters applied to every request, in this order, by class "
+        "name. Each must be among available_filters; an unknown name stops "
+        "the daemon at start-up. Names of filters that a release of "
+        "nova-sched does not provide yet are reported at start-up.",
+    ),
+    cfg.ListOpt(
+        "weight_classes",
+        default=["nova_sched.scheduler.weights.all_weighers"],
+        help="Weighers applied to the hosts that passed the filters: names "
+        "of built-in weighers such as RAMWeigher, or dotted class paths; "
+        "the default is every built-in weigher.",
+    ),
+    cfg.IntOpt(
+        "host_subset_size",
+        default=1,
+        min=1,
+        help="The instance goes to a host chosen at random among this many "
+        "best-weighed hosts. 1 is deterministic; larger values reduce "
+        "collisions between schedulers placing similar requests.",
+    ),
+    cfg.FloatOpt(
+        "ram_allocation_ratio",
+        default=1.5,
+        min=0.0,
+        help="Virtual RAM per physical RAM: a node takes claims up to "
+        "memory_mb * ratio - reserved_host_memory_mb.",
+    ),
+    cfg.FloatOpt(
+        "cpu_allocation_ratio",
+        default=16.0,
+        min=0.0,
+        help="Virtual CPUs per physical CPU: a node takes claims up to "
+        "vcpus * ratio - reserved_host_cpus.",
+    ),
+    cfg.FloatOpt(
+        "disk_allocation_ratio",
+        default=1.0,
+        min=0.0,
+        help="Virtual disk per physical disk: a node takes claims up to "
+        "local_gb * 1024 * ratio - reserved_host_disk_mb (in MB).",
+    ),
+    cfg.IntOpt(
+        "max_io_ops_per_host",
+        default=8,
+        min=0,
+        help="IoOpsFilter: hosts with more concurrent I/O-heavy operations "
+        "(builds, resizes, snapshots) than this are removed.",
+    ),
+    cfg.IntOpt(
+        "max_instances_per_host",
+        default=50,
+        min=1,
+        help="NumInstancesFilter: hosts with this many instances or more are "
+        "removed.",
+    ),
+    cfg.ListOpt(
+        "isolated_images",
+        default=[],
+        help="IsolatedHostsFilter: image UUIDs that may only run on "
+        "isolated_hosts.",
+    ),
+    cfg.ListOpt(
+        "isolated_hosts",
+        default=[],
+        help="IsolatedHostsFilter: hosts reserved for isolated_images.",
+    ),
+    cfg.BoolOpt(
+        "restrict_isolated_hosts_to_isolated_images",
+        default=True,
+        help="IsolatedHostsFilter: keep other images off isolated_hosts.",
+    ),
+    cfg.FloatOpt(
+        "ram_weight_multiplier",
+        default=1.0,
+        help="RAMWeigher: positive spreads instances over hosts with the "
+        "most free RAM, negative stacks them.",
+    ),
+    cfg.FloatOpt(
+        "cpu_weight_multiplier",
+        default=1.0,
+        help="CPUWeigher: positive spreads by free vCPUs, negative stacks.",
+    ),
+    cfg.FloatOpt(
+        "disk_weight_multiplier",
+        default=1.0,
+        help="DiskWeigher: positive spreads by free disk, negative stacks.",
+    ),
+    cfg.FloatOpt(
+        "io_ops_weight_multiplier",
+        default=-1.0,
+        help="IoOpsWeigher: negative prefers hosts with fewer I/O operations.",
+    ),
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAffinityWeigher multiplier.",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="ServerGroupSoftAntiAffinityWeigher multiplier.",
+    ),
+    cfg.FloatOpt(
+        "build_failure_weight_multiplier",
+        default=1000000.0,
+        help="BuildFailureWeigher: large so that hosts failing builds sink "
+        "below all others.",
+    ),
+    cfg.FloatOpt(
+        "num_instances_weight_multiplier",
+        default=0.0,
+        help="NumInstancesWeigher: negative prefers emptier hosts, positive "
+        "packs.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(filter_scheduler_group)
+    conf.register_opts(filter_scheduler_opts, group=filter_scheduler_group)
+
+
+def list_opts():
+    return {filter_scheduler_group: filter_scheduler_opts}

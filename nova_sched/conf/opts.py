@@ -1,0 +1,29 @@
+"""Entry points for oslo-config-generator."""
+
+from __future__ import annotations
+
+from nova_sched.conf import database, default, filter_scheduler, scheduler
+
+DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
+DEFAULT_CONTROL_EXCHANGE = "nova"
+
+
+def list_opts():
+    """(group, options) pairs of every nova-sched option."""
+    result = []
+    for module in (default, database, scheduler, filter_scheduler):
+        for group, opts in module.list_opts().items():
+            result.append((group, opts))
+    return result
+
+
+def set_lib_defaults():
+    """nova-sched's defaults for oslo.messaging's options (CONTRACT 2)."""
+    import oslo_messaging
+    from oslo_config import cfg
+
+    oslo_messaging.set_transport_defaults(DEFAULT_CONTROL_EXCHANGE)
+    cfg.set_defaults(
+        oslo_messaging.transport._transport_opts,
+        transport_url=DEFAULT_TRANSPORT_URL,
+    )

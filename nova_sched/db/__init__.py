@@ -1,0 +1,1 @@
+"""Persistence: models, engine and sessions, migrations, and the queries."""

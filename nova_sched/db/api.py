@@ -1,0 +1,187 @@
+"""Engine, sessions and the retry policy for lost database connections."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import logging
+import threading
+import time
+from typing import Callable, Iterator, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc as sa_exc
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from nova_sched import exception
+
+LOG = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_engine: sa.Engine | None = None
+_sessionmaker: sessionmaker | None = None
+_url: str | None = None
+
+T = TypeVar("T")
+
+
+def utcnow() -> dt.datetime:
+    """Naive UTC, the form nova's tables store."""
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def now_us() -> int:
+    """Microseconds since the epoch: the stamp of a row's last change."""
+    return time.time_ns() // 1000
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine tuned for the scheduler's short transactions."""
+    kwargs: dict = {"future": True}
+    if url.startswith("sqlite"):
+        memory = url in ("sqlite://", "sqlite:///:memory:")
+        kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        if memory:
+            # One connection shared by every thread, so that the whole
+            # process (the embedded demo) sees one in-memory database.
+            kwargs["poolclass"] = StaticPool
+    else:
+        kwargs["pool_pre_ping"] = True
+        kwargs["pool_recycle"] = 3600
+    engine = sa.create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn, _record):
+            cur = dbapi_conn.cursor()
+            # Several processes share a file database in test clouds; WAL
+            # lets readers run beside the one writer.
+            if not memory:
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+    return engine
+
+
+def configure(url: str) -> sa.Engine:
+    """Use ``url`` for every session from now on (replacing any engine)."""
+    global _engine, _sessionmaker, _url
+    with _lock:
+        if _engine is not None:
+            _engine.dispose()
+        _engine = create_engine(url)
+        _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
+        _url = url
+        return _engine
+
+
+def get_engine() -> sa.Engine:
+    if _engine is None:
+        from nova_sched.conf import CONF
+
+        configure(CONF.database.connection)
+    assert _engine is not None
+    return _engine
+
+
+@contextlib.contextmanager
+def session_scope() -> Iterator[Session]:
+    """A session whose transaction commits on success, rolls back on error."""
+    get_engine()
+    assert _sessionmaker is not None
+    session = _sessionmaker()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def _is_connection_error(err: BaseException) -> bool:
+    if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
+        return True
+    if isinstance(err, sa_exc.OperationalError):
+        text = str(err.orig).lower() if err.orig is not None else str(err).lower()
+        # SQLite's "database is locked" is contention, worth a retry too.
+        markers = (
+            "connection",
+            "server has gone away",
+            "lost connection",
+            "could not connect",
+            "database is locked",
+            "terminating",
+            "closed",
+        )
+        return any(m in text for m in markers)
+    if isinstance(err, sa_exc.InterfaceError):
+        return True
+    return False
+
+
+def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
+    """Retry ``func`` while the database connection is lost.
+
+    After ``[database] operation_retries`` failures the error becomes
+    DatabaseUnavailable, which callers turn into a visible failure.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        from nova_sched.conf import CONF
+
+        attempts = CONF.database.operation_retries + 1
+        delay = 0.1
+        for attempt in range(1, attempts + 1):
+            try:
+                return func(*args, **kwargs)
+            except sa_exc.SQLAlchemyError as err:
+                if not _is_connection_error(err):
+                    raise
+                if attempt == attempts:
+                    raise exception.DatabaseUnavailable(
+                        f"{func.__name__}: {type(err).__name__} after "
+                        f"{attempts} attempts"
+                    ) from err
+                LOG.warning(
+                    "Database connection problem in %s (attempt %d of %d), "
+                    "retrying in %.1fs",
+                    func.__name__,
+                    attempt,
+                    attempts,
+                    delay,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def wait_for_database(retries: int, interval: float) -> None:
+    """Block until the database answers; DatabaseUnavailable after retries."""
+    last: Exception | None = None
+    for attempt in range(retries + 1):
+        try:
+            with get_engine().connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            return
+        except sa_exc.SQLAlchemyError as err:
+            last = err
+            LOG.warning(
+                "Database not reachable (attempt %d of %d): %s",
+                attempt + 1,
+                retries + 1,
+                type(err).__name__,
+            )
+            if attempt < retries:
+                time.sleep(interval)
+    raise exception.DatabaseUnavailable(
+        f"not reachable after {retries + 1} attempts ({type(last).__name__})"
+    )

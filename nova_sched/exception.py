@@ -1,0 +1,73 @@
+"""Errors that cross module boundaries, several of them visible to RPC callers."""
+
+from __future__ import annotations
+
+
+class NovaSchedException(Exception):
+    """Base class; ``message`` is safe to show to callers and operators."""
+
+    msg_fmt = "An unknown error occurred."
+
+    def __init__(self, message: str | None = None, **kwargs):
+        if message is None:
+            message = self.msg_fmt % kwargs if kwargs else self.msg_fmt
+        self.message = message
+        self.kwargs = kwargs
+        super().__init__(message)
+
+
+class NoValidHost(NovaSchedException):
+    """No host fits the request; ``reason`` says which filter removed what."""
+
+    msg_fmt = "No valid host was found. %(reason)s"
+
+    def __init__(self, reason: str = ""):
+        self.reason = reason
+        super().__init__(reason=reason)
+
+
+class InvalidRequestSpec(NovaSchedException):
+    """A request_spec or filter_properties that cannot be scheduled."""
+
+    msg_fmt = "Invalid request: %(reason)s"
+
+    def __init__(self, reason: str, instance_uuids: list[str] | None = None):
+        self.reason = reason
+        self.instance_uuids = instance_uuids or []
+        super().__init__(reason=reason)
+
+
+class InvalidComputeReport(NovaSchedException):
+    """A compute_node_update whose values make no sense."""
+
+    msg_fmt = "Rejected compute node report: %(reason)s"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason=reason)
+
+
+class ClaimFailed(NovaSchedException):
+    """The node no longer has room: another scheduler claimed it first."""
+
+    msg_fmt = "Claim on %(host)s/%(node)s failed: not enough free resources"
+
+
+class ConfigurationError(NovaSchedException):
+    """A setting the daemon cannot run with (reported with exit code 2)."""
+
+    msg_fmt = "Bad configuration: %(reason)s"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason=reason)
+
+
+class DatabaseUnavailable(NovaSchedException):
+    """The database could not be reached after the configured retries."""
+
+    msg_fmt = "Database unavailable: %(reason)s"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason=reason)

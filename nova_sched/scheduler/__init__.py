@@ -1,0 +1,1 @@
+"""The scheduler: RPC endpoint, drivers, host states, filters and weighers."""

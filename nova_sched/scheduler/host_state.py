@@ -1,0 +1,262 @@
+"""The in-memory host-state store: one row per compute node, in columns.
+
+Numbers that filters and weighers compare (capacity, reservations, claims,
+heartbeats) live in NumPy arrays indexed by row, so a decision over 100,000
+nodes is a handful of vector operations. ``HostState`` is a thin per-node
+view over its row plus the node's descriptive fields, so custom filters keep
+nova's ``host_passes(host_state, spec)`` API and always see current numbers.
+
+The store is mutated only under its owner's lock (HostManager): reports and
+claims update rows in place; a decision reads them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import numpy as np
+
+_INT_COLUMNS = (
+    "node_id",
+    "memory_mb",
+    "vcpus",
+    "disk_mb",
+    "reserved_memory_mb",
+    "reserved_disk_mb",
+    "reserved_cpus",
+    "claimed_memory_mb",
+    "claimed_vcpus",
+    "claimed_disk_mb",
+    "num_instances",
+    "num_io_ops",
+    "az_code",
+)
+_FLOAT_COLUMNS = ("service_updated",)
+_BOOL_COLUMNS = ("active", "disabled")
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateInfo:
+    """A host aggregate as filters see it."""
+
+    id: int
+    name: str
+    hosts: frozenset[str]
+    metadata: dict[str, str]
+
+
+@dataclasses.dataclass(eq=False)
+class HostState:
+    """One compute node as filters and weighers see it.
+
+    Descriptive fields are plain attributes; resource figures are properties
+    that read the node's row in the owning HostTable.
+    """
+
+    host: str
+    nodename: str
+    node_id: int
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    hypervisor_hostname: str | None = None
+    cpu_info: Any = None
+    host_ip: str | None = None
+    supported_instances: list = dataclasses.field(default_factory=list)
+    stats: dict = dataclasses.field(default_factory=dict)
+    metrics: list = dataclasses.field(default_factory=list)
+    disabled_reason: str | None = None
+    # Figures the node reported itself, kept for comparison with claims.
+    reported: dict = dataclasses.field(default_factory=dict)
+    _table: "HostTable | None" = dataclasses.field(default=None, repr=False)
+    _row: int = -1
+
+    def _col(self, name: str):
+        assert self._table is not None, "HostState is not attached to a table"
+        return self._table.columns[name][self._row]
+
+    # -- capacity -----------------------------------------------------
+    @property
+    def total_usable_ram_mb(self) -> int:
+        return int(self._col("memory_mb"))
+
+    @property
+    def free_ram_mb(self) -> int:
+        return int(
+            self._col("memory_mb")
+            - self._col("reserved_memory_mb")
+            - self._col("claimed_memory_mb")
+        )
+
+    @property
+    def vcpus_total(self) -> int:
+        return int(self._col("vcpus"))
+
+    @property
+    def vcpus_used(self) -> int:
+        return int(self._col("claimed_vcpus") + self._col("reserved_cpus"))
+
+    @property
+    def total_usable_disk_gb(self) -> int:
+        return int(self._col("disk_mb") // 1024)
+
+    @property
+    def free_disk_mb(self) -> int:
+        return int(
+            self._col("disk_mb")
+            - self._col("reserved_disk_mb")
+            - self._col("claimed_disk_mb")
+        )
+
+    @property
+    def num_instances(self) -> int:
+        return int(self._col("num_instances"))
+
+    @property
+    def num_io_ops(self) -> int:
+        return int(self._col("num_io_ops"))
+
+    # -- service ------------------------------------------------------
+    @property
+    def service_disabled(self) -> bool:
+        return bool(self._col("disabled"))
+
+    @property
+    def service_updated(self) -> float:
+        """Epoch seconds of the last heartbeat (0 when never seen)."""
+        return float(self._col("service_updated"))
+
+    @property
+    def aggregates(self) -> list[AggregateInfo]:
+        assert self._table is not None
+        return self._table.aggregates_by_host.get(self.host, [])
+
+    @property
+    def availability_zones(self) -> frozenset[str]:
+        """Zones from aggregate metadata; empty when in no zoned aggregate."""
+        assert self._table is not None
+        return self._table.az_sets[int(self._col("az_code"))]
+
+    def __repr__(self) -> str:
+        return f"HostState({self.host!r}, {self.nodename!r})"
+
+
+class HostTable:
+    """Columns of every known compute node, addressed by row number.
+
+    Rows are appended and never reused; a deleted node's row is marked
+    inactive. ``compact()`` rebuilds the table without inactive rows on a
+    full resynchronisation.
+    """
+
+    def __init__(self, capacity: int = 64):
+        self.size = 0
+        self._capacity = max(capacity, 1)
+        self._arrays: dict[str, np.ndarray] = {}
+        for name in _INT_COLUMNS:
+            self._arrays[name] = np.zeros(self._capacity, dtype=np.int64)
+        for name in _FLOAT_COLUMNS:
+            self._arrays[name] = np.zeros(self._capacity, dtype=np.float64)
+        for name in _BOOL_COLUMNS:
+            self._arrays[name] = np.zeros(self._capacity, dtype=bool)
+        self.states: list[HostState] = []
+        self.index: dict[tuple[str, str], int] = {}
+        self.node_rows: dict[int, int] = {}
+        self.host_rows: dict[str, list[int]] = {}
+        self.aggregates: list[AggregateInfo] = []
+        self.aggregates_by_host: dict[str, list[AggregateInfo]] = {}
+        # az_code indexes az_sets; code 0 is "no zone from aggregates".
+        self.az_sets: list[frozenset[str]] = [frozenset()]
+        self._az_codes: dict[frozenset[str], int] = {frozenset(): 0}
+
+    # -- columns --------------------------------------------------------
+    @property
+    def columns(self) -> dict[str, np.ndarray]:
+        """Full-capacity arrays; rows past ``size`` are unused."""
+        return self._arrays
+
+    def col(self, name: str) -> np.ndarray:
+        """The live part of one column (a view: writes go to the table)."""
+        return self._arrays[name][: self.size]
+
+    def active_rows(self) -> np.ndarray:
+        return np.flatnonzero(self._arrays["active"][: self.size])
+
+    def _grow(self) -> None:
+        self._capacity *= 2
+        for name, arr in self._arrays.items():
+            bigger = np.zeros(self._capacity, dtype=arr.dtype)
+            bigger[: arr.shape[0]] = arr
+            self._arrays[name] = bigger
+
+    # -- rows -----------------------------------------------------------
+    def upsert(self, state: HostState, values: dict[str, Any]) -> int:
+        """Insert or update a node; ``values`` maps column names to numbers."""
+        key = (state.host, state.nodename)
+        row = self.index.get(key)
+        if row is None:
+            if self.size == self._capacity:
+                self._grow()
+            row = self.size
+            self.size += 1
+            self.states.append(state)
+            self.index[key] = row
+            self.host_rows.setdefault(state.host, []).append(row)
+        else:
+            old = self.states[row]
+            if old.node_id != state.node_id:
+                self.node_rows.pop(old.node_id, None)
+            self.states[row] = state
+        self.node_rows[state.node_id] = row
+        state._table = self
+        state._row = row
+        values = dict(values)
+        values.setdefault("active", True)
+        values["node_id"] = state.node_id
+        for name, value in values.items():
+            self._arrays[name][row] = value
+        self._arrays["az_code"][row] = self._az_code_for(state.host)
+        return row
+
+    def deactivate(self, row: int) -> None:
+        self._arrays["active"][row] = False
+
+    def row_of(self, host: str, nodename: str) -> int | None:
+        return self.index.get((host, nodename))
+
+    def state(self, row: int) -> HostState:
+        return self.states[row]
+
+    # -- aggregates -------------------------------------------------------
+    def set_aggregates(self, aggregates: Iterable[AggregateInfo]) -> None:
+        """Replace every aggregate and recompute each node's zone."""
+        self.aggregates = list(aggregates)
+        by_host: dict[str, list[AggregateInfo]] = {}
+        for agg in self.aggregates:
+            for host in agg.hosts:
+                by_host.setdefault(host, []).append(agg)
+        self.aggregates_by_host = by_host
+        for host, rows in self.host_rows.items():
+            code = self._az_code_for(host)
+            for row in rows:
+                self._arrays["az_code"][row] = code
+
+    def _az_code_for(self, host: str) -> int:
+        zones = frozenset(
+            agg.metadata["availability_zone"]
+            for agg in self.aggregates_by_host.get(host, [])
+            if "availability_zone" in agg.metadata
+        )
+        code = self._az_codes.get(zones)
+        if code is None:
+            code = len(self.az_sets)
+            self.az_sets.append(zones)
+            self._az_codes[zones] = code
+        return code
+
+    def az_codes_matching(self, predicate) -> np.ndarray:
+        """Codes of the zone sets for which ``predicate(zone_set)`` holds."""
+        return np.array(
+            [code for code, zones in enumerate(self.az_sets) if predicate(zones)],
+            dtype=np.int64,
+        )

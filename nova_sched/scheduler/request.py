@@ -1,0 +1,250 @@
+"""A validated, typed view of nova's request_spec and filter_properties.
+
+Requests arrive as Havana's plain dicts from callers we do not control. This
+module is the one place that checks them: anything malformed becomes an
+InvalidRequestSpec naming the field, before any filter sees the request.
+Unknown extra keys (a real nova sends many) are kept and ignored.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from nova_sched import exception
+
+# A request that asks for more instances than this is refused before any
+# work is done: it would otherwise allocate per-instance state for a
+# number a caller typed by mistake (num_instances of 10**9).
+MAX_INSTANCES_PER_REQUEST = 10000
+
+_SIZE_FIELDS = ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")
+
+
+@dataclasses.dataclass
+class RequestSpec:
+    """What one scheduling request asks for, with sizes checked.
+
+    ``raw`` and ``filter_properties`` are the caller's dicts (deep-copied),
+    forwarded to the compute node as Havana does.
+    """
+
+    raw: dict
+    filter_properties: dict
+    instance_uuids: list[str]
+    num_instances: int
+    memory_mb: int
+    vcpus: int
+    root_gb: int
+    ephemeral_gb: int
+    swap: int
+    availability_zone: str | None
+    project_id: str | None
+    user_id: str | None
+    instance_properties: dict
+    instance_type: dict
+    extra_specs: dict
+    image: dict
+    image_props: dict
+    scheduler_hints: dict
+    force_hosts: list[str]
+    force_nodes: list[str]
+    ignore_hosts: list[str]
+    instance_group: dict | None
+
+    @property
+    def disk_mb(self) -> int:
+        """Root plus ephemeral plus swap, in MB, as nova's DiskFilter counts."""
+        return (self.root_gb + self.ephemeral_gb) * 1024 + self.swap
+
+    @property
+    def retry(self) -> dict | None:
+        return self.filter_properties.get("retry") or None
+
+    @property
+    def image_id(self) -> str | None:
+        return self.image.get("id") or self.instance_properties.get("image_ref")
+
+
+def _fail(reason: str, uuids: list[str]) -> exception.InvalidRequestSpec:
+    return exception.InvalidRequestSpec(reason, instance_uuids=uuids)
+
+
+def find_instance_uuids(request_spec: Any) -> list[str]:
+    """Every instance uuid a (possibly malformed) request mentions."""
+    uuids: list[str] = []
+    if not isinstance(request_spec, dict):
+        return uuids
+    listed = request_spec.get("instance_uuids")
+    if isinstance(listed, (list, tuple)):
+        uuids.extend(u for u in listed if isinstance(u, str) and u)
+    props = request_spec.get("instance_properties")
+    if isinstance(props, dict):
+        uuid = props.get("uuid")
+        if isinstance(uuid, str) and uuid and uuid not in uuids:
+            uuids.append(uuid)
+    return uuids
+
+
+def _whole_number(value: Any, field: str, uuids: list[str]) -> int:
+    # bool is an int in Python; a flavor with memory_mb=True is a bug.
+    if isinstance(value, bool):
+        raise _fail(f"{field} must be a whole number, got {value!r}", uuids)
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    else:
+        raise _fail(
+            f"{field} must be a whole non-negative number, got "
+            f"{type(value).__name__} {value!r}",
+            uuids,
+        )
+    if number < 0:
+        raise _fail(f"{field} must not be negative, got {number}", uuids)
+    return number
+
+
+def _dict_or_empty(value: Any, field: str, uuids: list[str]) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(f"{field} must be a dict, got {type(value).__name__}", uuids)
+    return value
+
+
+def _str_list(value: Any, field: str, uuids: list[str]) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(v, str) for v in value
+    ):
+        raise _fail(f"{field} must be a list of names", uuids)
+    return list(value)
+
+
+def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
+    """Validate a Havana request and return its typed view.
+
+    Raises InvalidRequestSpec (carrying any instance uuids found, so the
+    caller can fail those instances visibly) on anything malformed.
+    """
+    uuids = find_instance_uuids(request_spec)
+    if not isinstance(request_spec, dict):
+        raise _fail(
+            f"request_spec must be a dict, got {type(request_spec).__name__}", uuids
+        )
+    if filter_properties is None:
+        filter_properties = {}
+    if not isinstance(filter_properties, dict):
+        raise _fail(
+            "filter_properties must be a dict, got "
+            f"{type(filter_properties).__name__}",
+            uuids,
+        )
+    raw = copy.deepcopy(request_spec)
+    fprops = copy.deepcopy(filter_properties)
+
+    props = raw.get("instance_properties")
+    if not isinstance(props, dict):
+        raise _fail("request_spec has no instance_properties dict", uuids)
+    itype = _dict_or_empty(raw.get("instance_type"), "instance_type", uuids)
+    if not itype:
+        itype = _dict_or_empty(
+            fprops.get("instance_type"), "filter_properties.instance_type", uuids
+        )
+
+    listed = raw.get("instance_uuids")
+    if listed is None:
+        instance_uuids = [props["uuid"]] if isinstance(props.get("uuid"), str) else []
+    elif isinstance(listed, (list, tuple)) and all(
+        isinstance(u, str) and u for u in listed
+    ):
+        instance_uuids = list(listed)
+    else:
+        raise _fail("instance_uuids must be a list of uuid strings", uuids)
+    if len(set(instance_uuids)) != len(instance_uuids):
+        raise _fail("instance_uuids lists an instance twice", uuids)
+
+    if "num_instances" in raw and raw["num_instances"] is not None:
+        num = _whole_number(raw["num_instances"], "num_instances", uuids)
+    else:
+        num = len(instance_uuids) or 1
+    if num < 1:
+        raise _fail("num_instances must be at least 1", uuids)
+    if num > MAX_INSTANCES_PER_REQUEST:
+        raise _fail(
+            f"num_instances {num} exceeds the limit of "
+            f"{MAX_INSTANCES_PER_REQUEST} per request",
+            uuids,
+        )
+    if instance_uuids and num != len(instance_uuids):
+        raise _fail(
+            f"num_instances is {num} but instance_uuids lists "
+            f"{len(instance_uuids)} instances",
+            uuids,
+        )
+
+    sizes: dict[str, int] = {}
+    for field in _SIZE_FIELDS:
+        # The flavor is authoritative (nova's filters read it); the instance
+        # properties are Havana's fallback for callers without one.
+        if field in itype and itype[field] is not None:
+            value, where = itype[field], f"instance_type.{field}"
+        elif field in props and props[field] is not None:
+            value, where = props[field], f"instance_properties.{field}"
+        elif field in ("memory_mb", "vcpus", "root_gb"):
+            raise _fail(f"request has no {field} in instance_type or "
+                        "instance_properties", uuids)
+        else:
+            value, where = 0, field
+        sizes[field] = _whole_number(value, where, uuids)
+
+    az = props.get("availability_zone")
+    if az is not None and not isinstance(az, str):
+        raise _fail("availability_zone must be a string", uuids)
+
+    extra_specs = _dict_or_empty(itype.get("extra_specs"), "extra_specs", uuids)
+    image = _dict_or_empty(raw.get("image"), "image", uuids)
+    image_props = _dict_or_empty(image.get("properties"), "image.properties", uuids)
+    hints = _dict_or_empty(
+        fprops.get("scheduler_hints"), "scheduler_hints", uuids
+    )
+    retry = fprops.get("retry")
+    if retry is not None:
+        retry = _dict_or_empty(retry, "retry", uuids)
+        if "num_attempts" in retry:
+            _whole_number(retry["num_attempts"], "retry.num_attempts", uuids)
+        hosts = retry.get("hosts", [])
+        if not isinstance(hosts, list) or not all(
+            isinstance(h, (list, tuple)) and len(h) == 2 for h in hosts
+        ):
+            raise _fail("retry.hosts must be a list of [host, node] pairs", uuids)
+        retry["hosts"] = [list(h) for h in hosts]
+    group = raw.get("instance_group")
+    if group is not None:
+        group = _dict_or_empty(group, "instance_group", uuids)
+
+    return RequestSpec(
+        raw=raw,
+        filter_properties=fprops,
+        instance_uuids=instance_uuids,
+        num_instances=num,
+        availability_zone=az or None,
+        project_id=props.get("project_id"),
+        user_id=props.get("user_id"),
+        instance_properties=props,
+        instance_type=itype,
+        extra_specs=extra_specs,
+        image=image,
+        image_props=image_props,
+        scheduler_hints=hints,
+        force_hosts=_str_list(fprops.get("force_hosts"), "force_hosts", uuids),
+        force_nodes=_str_list(fprops.get("force_nodes"), "force_nodes", uuids),
+        ignore_hosts=_str_list(fprops.get("ignore_hosts"), "ignore_hosts", uuids),
+        instance_group=group,
+        **sizes,
+    )
