@@ -71,3 +71,48 @@ class DatabaseUnavailable(NovaSchedException):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason=reason)
+
+
+class NotFound(NovaSchedException):
+    """Something an operator named does not exist (nova-sched-manage: exit 1)."""
+
+    msg_fmt = "Not found."
+
+
+class AggregateNotFound(NotFound):
+    msg_fmt = "Aggregate %(name)s not found."
+
+
+class AggregateExists(NovaSchedException):
+    msg_fmt = "Aggregate %(name)s already exists."
+
+
+class AggregateHostExists(NovaSchedException):
+    msg_fmt = "Host %(host)s is already in aggregate %(name)s."
+
+
+class AggregateHostNotFound(NotFound):
+    msg_fmt = "Host %(host)s is not in aggregate %(name)s."
+
+
+class AvailabilityZoneConflict(NovaSchedException):
+    """A host would be in two availability zones at once (nova forbids it)."""
+
+    msg_fmt = (
+        "Host %(host)s is already in availability zone %(other_zone)s "
+        "(aggregate %(other)s); aggregate %(name)s would put it in %(zone)s."
+    )
+
+
+class InvalidInput(NovaSchedException):
+    """An operator's argument the database cannot take (too long, empty)."""
+
+    msg_fmt = "Invalid input: %(reason)s"
+
+
+class ServiceNotFound(NotFound):
+    msg_fmt = "Host %(host)s has no %(binary)s service."
+
+
+class InstanceNotFound(NotFound):
+    msg_fmt = "Instance %(uuid)s not found."
