@@ -1,0 +1,86 @@
+"""nova's operator language for flavor extra specs and aggregate metadata.
+
+``match(value, req)`` says whether a host's ``value`` satisfies a
+requirement string such as ``">= 4"``, ``"s== kvm"``, ``"<in> avx"`` or
+``"<or> kvm <or> qemu"``. The first word of ``req`` picks the operator and
+the second is its operand:
+
+=========  ============================================================
+``=``      numeric, at least (``= 4`` passes 4, 5, 6.5...)
+``==``     numeric equal          ``!=``  numeric not equal
+``>=``     numeric at least       ``<=``  numeric at most
+``s==``    string equal           ``s!=`` string not equal
+``s<``     string less            ``s<=`` string less or equal
+``s>``     string greater         ``s>=`` string greater or equal
+``<in>``   the operand is a substring of the value
+``<all-in>`` every following word is a substring of the value
+``<or>``   ``<or> a <or> b ...``: the value equals one of the words
+=========  ============================================================
+
+A requirement whose first word is none of these is compared with the whole
+value as a plain string (``"kvm"`` matches only ``"kvm"``). An operator
+without an operand matches nothing; so does a numeric operator on a value
+or operand that is not a number (nova raises ValueError there; a host that
+cannot be compared does not qualify). Nothing is evaluated as code.
+"""
+
+from __future__ import annotations
+
+import operator
+
+
+def _numeric(compare):
+    def check(value: str, operand: str) -> bool:
+        try:
+            return compare(float(value), float(operand))
+        except ValueError:
+            return False
+
+    return check
+
+
+_OPERATORS = {
+    "=": _numeric(operator.ge),
+    "==": _numeric(operator.eq),
+    "!=": _numeric(operator.ne),
+    ">=": _numeric(operator.ge),
+    "<=": _numeric(operator.le),
+    "s==": operator.eq,
+    "s!=": operator.ne,
+    "s<": operator.lt,
+    "s<=": operator.le,
+    "s>": operator.gt,
+    "s>=": operator.ge,
+    "<in>": lambda value, operand: operand in value,
+}
+
+#: Every operator word the language knows, for callers that validate specs.
+OPERATORS = frozenset(_OPERATORS) | {"<or>", "<all-in>"}
+
+
+def match(value, req) -> bool:
+    """True when ``value`` satisfies the requirement string ``req``.
+
+    ``value`` is normally a string; other values are compared as ``str()``
+    of themselves, and None matches no operator.
+    """
+    if value is not None and not isinstance(value, str):
+        value = str(value)
+    if not isinstance(req, str):
+        req = str(req)
+    words = req.split()
+    op = words[0] if words else None
+    if op not in _OPERATORS and op not in ("<or>", "<all-in>"):
+        return value == req
+    if value is None:
+        return False
+    operands = words[1:]
+    if op == "<or>":
+        # nova reads "<or> v1 <or> v2 <or> v3": the candidates sit at every
+        # other word, whatever separates them; a trailing "<or>" is ignored.
+        return value in operands[::2]
+    if not operands:
+        return False
+    if op == "<all-in>":
+        return all(word in value for word in operands)
+    return _OPERATORS[op](value, operands[0])
