@@ -23,6 +23,9 @@ def set_defaults() -> None:
     global _transport_defaults_set
     if not _transport_defaults_set:
         opts.set_lib_defaults()
+        # Registered here rather than on first get_transport(), so that
+        # transport_url can be overridden (tests, the demo) before that.
+        CONF.register_opts(messaging.transport._transport_opts)
         _transport_defaults_set = True
 
 

@@ -23,6 +23,9 @@ _lock = threading.Lock()
 _engine: sa.Engine | None = None
 _sessionmaker: sessionmaker | None = None
 _url: str | None = None
+# An in-memory SQLite database is one connection shared by all threads;
+# sessions on it take turns.
+_memory_lock: threading.RLock | None = None
 
 T = TypeVar("T")
 
@@ -37,11 +40,15 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+def _is_memory(url: str) -> bool:
+    return url in ("sqlite://", "sqlite:///:memory:")
+
+
 def create_engine(url: str) -> sa.Engine:
     """An engine tuned for the scheduler's short transactions."""
-    kwargs: dict = {"future": True}
+    kwargs: dict = {}
+    memory = _is_memory(url)
     if url.startswith("sqlite"):
-        memory = url in ("sqlite://", "sqlite:///:memory:")
         kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         if memory:
             # One connection shared by every thread, so that the whole
@@ -55,6 +62,8 @@ def create_engine(url: str) -> sa.Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record):
+            # Let SQLAlchemy's "begin" hook below open transactions itself.
+            dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             # Several processes share a file database in test clouds; WAL
             # lets readers run beside the one writer.
@@ -64,18 +73,26 @@ def create_engine(url: str) -> sa.Engine:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn):
+            # A deferred transaction that reads, then writes, fails at once
+            # with SQLITE_BUSY when another process wrote in between; taking
+            # the write lock up front makes writers queue on busy_timeout.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
     return engine
 
 
 def configure(url: str) -> sa.Engine:
     """Use ``url`` for every session from now on (replacing any engine)."""
-    global _engine, _sessionmaker, _url
+    global _engine, _sessionmaker, _url, _memory_lock
     with _lock:
         if _engine is not None:
             _engine.dispose()
         _engine = create_engine(url)
         _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
         _url = url
+        _memory_lock = threading.RLock() if _is_memory(url) else None
         return _engine
 
 
@@ -93,15 +110,17 @@ def session_scope() -> Iterator[Session]:
     """A session whose transaction commits on success, rolls back on error."""
     get_engine()
     assert _sessionmaker is not None
-    session = _sessionmaker()
-    try:
-        yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
+    lock = _memory_lock or contextlib.nullcontext()
+    with lock:
+        session = _sessionmaker()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
 
 
 def _is_connection_error(err: BaseException) -> bool:

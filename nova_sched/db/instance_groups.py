@@ -1,0 +1,87 @@
+"""Server groups and their members, as the affinity filters need them."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from nova_sched.db import api as db_api
+from nova_sched.db import models
+
+
+@db_api.retry_on_disconnect
+def record(group_uuid: str | None, name: str | None, policy: str | None,
+           rules: dict | None, member_uuids: list[str]) -> tuple[str | None, dict]:
+    """Record a group (when described) and its new members.
+
+    ``group_uuid`` may also be a group's name (scheduler hint). Returns the
+    group's policy and rules as stored, or (None, {}) for an unknown group
+    that the request does not describe.
+    """
+    with db_api.session_scope() as session:
+        group = session.execute(
+            sa.select(models.InstanceGroup).where(
+                sa.or_(models.InstanceGroup.uuid == group_uuid,
+                       models.InstanceGroup.name == (name or group_uuid)))
+        ).scalars().first()
+        if group is None:
+            if not policy or not group_uuid:
+                return None, {}
+            group = models.InstanceGroup(uuid=group_uuid, name=name, policy=policy,
+                                         rules=json.dumps(rules or {}),
+                                         created_at=db_api.utcnow())
+            session.add(group)
+            session.flush()
+        elif policy and not group.policy:
+            group.policy = policy
+        existing = set(session.execute(
+            sa.select(models.InstanceGroupMember.instance_uuid).where(
+                models.InstanceGroupMember.group_id == group.id)).scalars())
+        for uuid in member_uuids:
+            if uuid not in existing:
+                session.add(models.InstanceGroupMember(group_id=group.id,
+                                                       instance_uuid=uuid))
+        try:
+            session.flush()
+        except sa_exc.IntegrityError:
+            session.rollback()
+        stored_rules = json.loads(group.rules) if group.rules else {}
+        return group.policy, stored_rules
+
+
+@db_api.retry_on_disconnect
+def member_hosts(group_uuid: str, exclude: set[str] | None = None) -> dict[str, int]:
+    """host -> number of the group's members placed or claimed there."""
+    counts: collections.Counter[str] = collections.Counter()
+    exclude = exclude or set()
+    g, m = models.InstanceGroup, models.InstanceGroupMember
+    with db_api.session_scope() as session:
+        members = (
+            sa.select(m.instance_uuid).join(g, g.id == m.group_id)
+            .where(sa.or_(g.uuid == group_uuid, g.name == group_uuid)))
+        claimed = session.execute(
+            sa.select(models.Allocation.instance_uuid, models.ComputeNode.host)
+            .join(models.ComputeNode,
+                  models.ComputeNode.id == models.Allocation.compute_node_id)
+            .where(models.Allocation.instance_uuid.in_(members))
+        ).all()
+        seen = set()
+        for uuid, host in claimed:
+            if uuid not in exclude:
+                counts[host] += 1
+            seen.add(uuid)
+        # Members the scheduler placed without holding a claim (recorded
+        # from a compute's sync) still count where they run.
+        placed = session.execute(
+            sa.select(models.Instance.uuid, models.Instance.host).where(
+                models.Instance.uuid.in_(members),
+                models.Instance.host.is_not(None),
+                models.Instance.vm_state.not_in(("error", "deleted")))
+        ).all()
+        for uuid, host in placed:
+            if uuid not in seen and uuid not in exclude:
+                counts[host] += 1
+    return dict(counts)

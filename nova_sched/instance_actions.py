@@ -1,0 +1,56 @@
+"""EventReporter: the ``schedule`` event of each instance's action.
+
+Like nova's, it records the event's start when entered and its finish and
+result when left. Unlike Havana's it records ``Error`` for an instance that
+could not be placed (``fail``), with the reason as the traceback text, so
+that anyone reading the events sees the failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback as tb
+
+from nova_sched.db import instances as db_instances
+
+LOG = logging.getLogger(__name__)
+
+
+class EventReporter:
+    """Context manager around one event of many instances' actions."""
+
+    def __init__(self, ctxt, event: str, instance_uuids: list[str], host: str,
+                 action: str = "create"):
+        self.ctxt = ctxt
+        self.event = event
+        self.instance_uuids = list(instance_uuids)
+        self.host = host
+        self.action = action
+        self._event_ids: dict[str, int] = {}
+        self._failures: dict[str, str] = {}
+
+    def __enter__(self) -> "EventReporter":
+        for uuid in self.instance_uuids:
+            action_id = db_instances.action_start(
+                uuid, self.action, self.ctxt.request_id,
+                getattr(self.ctxt, "user_id", None),
+                getattr(self.ctxt, "project_id", None))
+            self._event_ids[uuid] = db_instances.event_start(
+                action_id, self.event, self.host)
+        return self
+
+    def fail(self, instance_uuid: str, reason: str) -> None:
+        """Record Error for one instance, with ``reason`` as the traceback."""
+        self._failures[instance_uuid] = reason
+
+    def __exit__(self, exc_type, exc, trace) -> bool:
+        text = "".join(tb.format_exception(exc_type, exc, trace)) if exc else None
+        for uuid, event_id in self._event_ids.items():
+            reason = self._failures.get(uuid) or text
+            try:
+                db_instances.event_finish(event_id, "Error" if reason else "Success",
+                                          reason)
+            except Exception:
+                LOG.exception("Could not record the end of event %s of %s",
+                              self.event, uuid)
+        return False

@@ -1,0 +1,127 @@
+"""Validation of the reports compute nodes send (``compute_node_update``).
+
+A report with nonsense in it is rejected whole, before it touches the
+database or the in-memory host state, so one broken compute node cannot
+corrupt what the scheduler knows about it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nova_sched import exception
+
+_REQUIRED_INTS = ("vcpus", "memory_mb", "local_gb")
+_OPTIONAL_INTS = (
+    "vcpus_used",
+    "memory_mb_used",
+    "local_gb_used",
+    "disk_available_least",
+    "running_vms",
+    "current_workload",
+    "hypervisor_version",
+    "reserved_host_memory_mb",
+    "reserved_host_disk_mb",
+    "reserved_host_cpus",
+)
+# Free figures may legitimately go negative on an overcommitted node.
+_SIGNED_INTS = ("free_ram_mb", "free_disk_gb", "disk_available_least")
+_STRINGS = ("hypervisor_type", "host_ip")
+
+# Sizes beyond these are typing errors, not hardware (1 EiB of RAM).
+_MAX_VALUE = 2**50
+
+
+def _int(report: dict, key: str, required: bool) -> int | None:
+    value = report.get(key)
+    if value is None:
+        if required:
+            raise exception.InvalidComputeReport(f"{key} is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise exception.InvalidComputeReport(
+            f"{key} must be a number, got {type(value).__name__} {value!r}"
+        )
+    if isinstance(value, float) and not value.is_integer():
+        raise exception.InvalidComputeReport(f"{key} must be whole, got {value!r}")
+    value = int(value)
+    if key not in _SIGNED_INTS and value < 0:
+        raise exception.InvalidComputeReport(f"{key} must not be negative, got {value}")
+    if abs(value) > _MAX_VALUE:
+        raise exception.InvalidComputeReport(f"{key} is implausibly large: {value}")
+    return value
+
+
+def _json_text(value: Any, key: str, kind: type) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value else kind()
+        except ValueError:
+            if kind is not str:
+                raise exception.InvalidComputeReport(f"{key} is not valid JSON")
+    if kind is not str and not isinstance(value, kind):
+        raise exception.InvalidComputeReport(
+            f"{key} must be a {kind.__name__}, got {type(value).__name__}"
+        )
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        raise exception.InvalidComputeReport(f"{key} cannot be serialised")
+
+
+def validate(report: Any) -> dict:
+    """Check a compute_node dict and return the values to store.
+
+    Raises InvalidComputeReport naming the first bad field.
+    """
+    if not isinstance(report, dict):
+        raise exception.InvalidComputeReport(
+            f"compute_node must be a dict, got {type(report).__name__}"
+        )
+    host = report.get("host")
+    node = report.get("hypervisor_hostname")
+    for key, value in (("host", host), ("hypervisor_hostname", node)):
+        if not isinstance(value, str) or not value.strip() or len(value) > 255:
+            raise exception.InvalidComputeReport(f"{key} must be a non-empty name")
+    values: dict[str, Any] = {"host": host, "hypervisor_hostname": node}
+    for key in _REQUIRED_INTS:
+        values[key] = _int(report, key, required=True)
+    for key in _OPTIONAL_INTS + ("free_ram_mb", "free_disk_gb"):
+        value = _int(report, key, required=False)
+        if value is not None or key.startswith("reserved_"):
+            values[key] = value or 0
+    for key in _STRINGS:
+        value = report.get(key)
+        if value is not None and not isinstance(value, str):
+            raise exception.InvalidComputeReport(f"{key} must be a string")
+        values[key] = value
+    cpu_info = report.get("cpu_info")
+    if cpu_info is not None and not isinstance(cpu_info, str):
+        cpu_info = _json_text(cpu_info, "cpu_info", dict)
+    values["cpu_info"] = cpu_info
+    supported = report.get("supported_instances")
+    values["supported_instances"] = _json_text(supported, "supported_instances", list)
+    if supported is not None:
+        for item in json.loads(values["supported_instances"]):
+            if not isinstance(item, (list, tuple)) or len(item) != 3:
+                raise exception.InvalidComputeReport(
+                    "supported_instances items must be [arch, hypervisor_type, vm_mode]"
+                )
+    values["stats"] = _json_text(report.get("stats"), "stats", dict)
+    values["metrics"] = _json_text(report.get("metrics"), "metrics", list)
+    for used, total in (
+        ("reserved_host_memory_mb", "memory_mb"),
+        ("reserved_host_cpus", "vcpus"),
+    ):
+        if values.get(used, 0) > values[total] > 0:
+            raise exception.InvalidComputeReport(
+                f"{used} ({values[used]}) exceeds {total} ({values[total]})"
+            )
+    if values.get("reserved_host_disk_mb", 0) > values["local_gb"] * 1024 > 0:
+        raise exception.InvalidComputeReport(
+            "reserved_host_disk_mb exceeds local_gb"
+        )
+    return values

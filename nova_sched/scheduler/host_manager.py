@@ -1,0 +1,243 @@
+"""HostManager: the cache of host states every decision reads.
+
+Like kube-scheduler's cache, it is fed by events (compute reports handled
+by this daemon, its own claims and releases) and reconciled with the
+database by reading only the rows whose ``changed_at`` stamp moved since the
+last look, so other daemons' claims and reports show up within
+``_REFRESH_INTERVAL`` seconds without reading every node per request. A full
+reload every ``[scheduler] host_state_resync_interval`` seconds repairs
+anything a clock skew between daemons could have hidden.
+
+All reads and writes of the table happen under ``self.lock``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import threading
+import time
+from typing import Any, Mapping
+
+import numpy as np
+
+from nova_sched.conf import CONF
+from nova_sched.db import aggregates as db_aggregates
+from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.scheduler.claims import Claim
+from nova_sched.scheduler.host_state import HostState, HostTable
+
+LOG = logging.getLogger(__name__)
+
+# Minimum seconds between incremental refreshes: bounds the database load
+# under a burst of requests; staleness it allows only costs a lost claim.
+_REFRESH_INTERVAL = 0.5
+# Rows stamped this long before the previous refresh are read again: a
+# transaction that committed late, or another daemon's clock a little
+# behind ours, would otherwise be missed until the next full resync.
+_OVERLAP_US = 2_000_000
+
+
+def _json(text: str | None, default: Any) -> Any:
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError:
+        return default
+
+
+def _epoch(value) -> float:
+    if value is None:
+        return 0.0
+    return value.replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+class HostManager:
+    """Owns the HostTable and keeps it in step with the database."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.table = HostTable()
+        self._services: dict[str, Mapping] = {}
+        self._last_refresh_us = 0
+        self._last_refresh_mono = 0.0
+        self._last_full_mono = 0.0
+        self._aggregate_stamp: int | None = None
+
+    # -- reconciliation ---------------------------------------------------
+    def full_resync(self) -> None:
+        """Reload every node, service and aggregate from the database."""
+        started_us = db_api.now_us()
+        nodes, services = db_nodes.load_changed(0)
+        aggregates = db_aggregates.load_for_cache()
+        stamp = db_aggregates.stamp()
+        fresh = HostTable(capacity=max(64, len(nodes)))
+        with self.lock:
+            self.table = fresh
+            self._services = {s["host"]: s for s in services}
+            self.table.set_aggregates(aggregates)
+            self._aggregate_stamp = stamp
+            for row in nodes:
+                if not row["deleted"]:
+                    self._apply_node(row)
+            self._last_refresh_us = started_us
+            self._last_refresh_mono = self._last_full_mono = time.monotonic()
+        LOG.info("Loaded %d compute nodes and %d aggregates", len(self.table.index),
+                 len(aggregates))
+
+    def refresh(self, force: bool = False) -> None:
+        """Read what changed since the last look (rate-limited unless forced)."""
+        now = time.monotonic()
+        if now - self._last_full_mono > CONF.scheduler.host_state_resync_interval:
+            self.full_resync()
+            return
+        if not force and now - self._last_refresh_mono < _REFRESH_INTERVAL:
+            return
+        started_us = db_api.now_us()
+        nodes, services = db_nodes.load_changed(self._last_refresh_us - _OVERLAP_US)
+        stamp = db_aggregates.stamp()
+        aggregates = (
+            db_aggregates.load_for_cache() if stamp != self._aggregate_stamp else None
+        )
+        with self.lock:
+            for service in services:
+                self._apply_service(service)
+            for row in nodes:
+                self._apply_node(row)
+            if aggregates is not None:
+                self.table.set_aggregates(aggregates)
+                self._aggregate_stamp = stamp
+            self._last_refresh_us = started_us
+            self._last_refresh_mono = now
+
+    def refresh_node(self, node_id: int) -> None:
+        """Re-read one node, e.g. after another daemon won a claim on it."""
+        row = db_nodes.load_node(node_id)
+        if row is not None:
+            with self.lock:
+                self._apply_node(row)
+
+    # -- applying rows ------------------------------------------------------
+    def _apply_service(self, service: Mapping) -> None:
+        self._services[service["host"]] = service
+        updated = _epoch(service["updated_at"])
+        disabled = bool(service["disabled"])
+        table = self.table
+        for row in table.host_rows.get(service["host"], []):
+            table.columns["service_updated"][row] = updated
+            table.columns["disabled"][row] = disabled
+            table.states[row].disabled_reason = service["disabled_reason"]
+
+    def _apply_node(self, node: Mapping) -> None:
+        table = self.table
+        key = (node["host"], node["hypervisor_hostname"])
+        if node["deleted"]:
+            row = table.row_of(*key)
+            if row is not None:
+                table.deactivate(row)
+            return
+        stats = _json(node["stats"], {})
+        service = self._services.get(node["host"])
+        state = HostState(
+            host=node["host"],
+            nodename=node["hypervisor_hostname"],
+            node_id=node["id"],
+            hypervisor_type=node["hypervisor_type"],
+            hypervisor_version=node["hypervisor_version"],
+            hypervisor_hostname=node["hypervisor_hostname"],
+            cpu_info=node["cpu_info"],
+            host_ip=node["host_ip"],
+            supported_instances=_json(node["supported_instances"], []),
+            stats=stats if isinstance(stats, dict) else {},
+            metrics=_json(node["metrics"], []),
+            disabled_reason=service["disabled_reason"] if service else None,
+            reported={
+                "vcpus_used": node["vcpus_used"],
+                "memory_mb_used": node["memory_mb_used"],
+                "local_gb_used": node["local_gb_used"],
+                "running_vms": node["running_vms"],
+            },
+        )
+        io_ops = stats.get("io_workload", node["current_workload"]) if isinstance(
+            stats, dict) else node["current_workload"]
+        try:
+            io_ops = int(io_ops or 0)
+        except (TypeError, ValueError):
+            io_ops = 0
+        table.upsert(
+            state,
+            {
+                "memory_mb": node["memory_mb"] or 0,
+                "vcpus": node["vcpus"] or 0,
+                "disk_mb": (node["local_gb"] or 0) * 1024,
+                "reserved_memory_mb": node["reserved_host_memory_mb"] or 0,
+                "reserved_disk_mb": node["reserved_host_disk_mb"] or 0,
+                "reserved_cpus": node["reserved_host_cpus"] or 0,
+                "claimed_memory_mb": node["claimed_memory_mb"],
+                "claimed_vcpus": node["claimed_vcpus"],
+                "claimed_disk_mb": node["claimed_disk_mb"],
+                "num_instances": node["claimed_instances"],
+                "num_io_ops": io_ops,
+                "service_updated": _epoch(service["updated_at"]) if service else 0.0,
+                "disabled": bool(service["disabled"]) if service else False,
+            },
+        )
+
+    # -- events from this daemon ------------------------------------------------
+    def note_report(self, node_id: int, values: Mapping, heartbeat_at) -> None:
+        """A compute report this daemon stored: apply it without a read."""
+        with self.lock:
+            row = self.table.node_rows.get(node_id)
+            claimed = {}
+            if row is not None:
+                cols = self.table.columns
+                claimed = {
+                    "claimed_memory_mb": int(cols["claimed_memory_mb"][row]),
+                    "claimed_vcpus": int(cols["claimed_vcpus"][row]),
+                    "claimed_disk_mb": int(cols["claimed_disk_mb"][row]),
+                    "claimed_instances": int(cols["num_instances"][row]),
+                }
+            service = dict(self._services.get(values["host"], {}))
+            service.update(host=values["host"], updated_at=heartbeat_at)
+            service.setdefault("disabled", False)
+            service.setdefault("disabled_reason", None)
+            self._services[values["host"]] = service
+            node = {
+                "id": node_id, "deleted": False, "current_workload": None,
+                "claimed_memory_mb": 0, "claimed_vcpus": 0, "claimed_disk_mb": 0,
+                "claimed_instances": 0, "vcpus_used": None, "memory_mb_used": None,
+                "local_gb_used": None, "running_vms": None,
+                "hypervisor_type": None, "hypervisor_version": None,
+                "cpu_info": None, "host_ip": None, "supported_instances": None,
+                "stats": None, "metrics": None,
+                "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0,
+                "reserved_host_cpus": 0,
+            }
+            node.update(values)
+            node.update(claimed)
+            self._apply_node(node)
+            self._apply_service(service)
+
+    def note_deleted(self, host: str, nodename: str) -> None:
+        with self.lock:
+            row = self.table.row_of(host, nodename)
+            if row is not None:
+                self.table.deactivate(row)
+
+    def consume(self, row: int, claim: Claim) -> None:
+        """Count a successful claim in the cache, so the next instance sees it."""
+        with self.lock:
+            cols = self.table.columns
+            cols["claimed_memory_mb"][row] += claim.memory_mb
+            cols["claimed_vcpus"][row] += claim.vcpus
+            cols["claimed_disk_mb"][row] += claim.disk_mb
+            cols["num_instances"][row] += 1
+            # nova counts a build as an I/O operation until the node reports.
+            cols["num_io_ops"][row] += 1
+
+    def candidates(self) -> np.ndarray:
+        """Rows of every live node (filters then narrow them down)."""
+        return self.table.active_rows()

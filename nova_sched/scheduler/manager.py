@@ -1,0 +1,256 @@
+"""SchedulerManager: the RPC endpoint of the scheduler topic (version 2.10).
+
+Every method is a story of a few steps, each owned by another module:
+validate the request (request), record it (db.instances, instance_actions),
+decide and claim (the driver), hand it to the compute node (compute.rpcapi),
+tell the world (notifications). Whatever goes wrong with one request is
+recorded against its instances and logged; nothing escapes to take the
+daemon down or to lose the next request.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import logging
+import traceback
+
+import oslo_messaging as messaging
+
+from nova_sched import exception
+from nova_sched.compute import rpcapi as compute_rpcapi
+from nova_sched.conf import CONF
+from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.db import instances as db_instances
+from nova_sched.instance_actions import EventReporter
+from nova_sched.scheduler import (claims, compute_report, driver, request,
+                                  server_groups)
+from nova_sched.scheduler.host_manager import HostManager
+from nova_sched.scheduler.notifications import SchedulerNotifier
+
+LOG = logging.getLogger(__name__)
+
+
+class SchedulerManager:
+    """Chooses hosts for instances and keeps the host states they need."""
+
+    target = messaging.Target(version="2.10")
+
+    def __init__(self, transport, notification_transport=None,
+                 host_manager: HostManager | None = None):
+        self.host = CONF.host
+        self.host_manager = host_manager or HostManager()
+        self.driver = driver.load_driver(CONF.scheduler.driver, self.host_manager)
+        self.compute_api = compute_rpcapi.ComputeAPI(transport)
+        self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
+
+    # -- run_instance -------------------------------------------------------
+    def run_instance(self, context, request_spec, admin_password, injected_files,
+                     requested_networks, is_first_time, filter_properties,
+                     legacy_bdm_in_spec=True):
+        """Place each instance of the request and cast it to its compute node.
+
+        A cast: outcomes are recorded in the database (placement or ERROR
+        with a fault), in the instances' ``schedule`` events and in
+        notifications. Instances placed before a failure keep their place.
+        """
+        try:
+            spec = request.parse(request_spec, filter_properties)
+        except exception.InvalidRequestSpec as err:
+            self._reject(context, request_spec, err)
+            return
+        try:
+            self._run_instance(context, spec, admin_password, injected_files,
+                               requested_networks, is_first_time, legacy_bdm_in_spec)
+        except exception.DatabaseUnavailable as err:
+            LOG.error("Request %s for instances %s failed: %s. The instances "
+                      "stay in 'scheduling' and are put into ERROR by the "
+                      "stuck-instance recovery once the database is back.",
+                      context.request_id, spec.instance_uuids, err.message)
+        except Exception:
+            LOG.exception("Request %s for instances %s failed unexpectedly",
+                          context.request_id, spec.instance_uuids)
+            for uuid in spec.instance_uuids:
+                self._set_error(context, spec.raw, uuid,
+                                "Unexpected scheduler error; see the scheduler log",
+                                details=traceback.format_exc())
+
+    def _run_instance(self, context, spec, admin_password, injected_files,
+                      requested_networks, is_first_time, legacy_bdm_in_spec):
+        sizes = {k: getattr(spec, k) for k in
+                 ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")}
+        db_instances.ensure_instances(spec.instance_uuids, spec.instance_properties,
+                                      sizes)
+        spec = server_groups.record_members(spec)
+        if spec.retry and spec.retry.get("exc"):
+            # A compute node gave the instance back: free what it held there.
+            self.driver.release(spec.instance_uuids)
+            for uuid in spec.instance_uuids:
+                db_instances.set_scheduling(uuid)
+
+        with EventReporter(context, "schedule", spec.instance_uuids, self.host) as events:
+            self.notifier.run_instance_start(context, spec.raw)
+            for index, uuid in enumerate(spec.instance_uuids):
+                fprops = copy.deepcopy(spec.filter_properties)
+                try:
+                    selection = self._schedule_one(spec, uuid, index, fprops)
+                except exception.NoValidHost as err:
+                    LOG.warning("Instance %s: %s", uuid, err.message)
+                    events.fail(uuid, err.message)
+                    self._set_error(context, spec.raw, uuid, err.message)
+                    continue
+                self._provision(context, spec, uuid, index, selection, fprops,
+                                admin_password, injected_files, requested_networks,
+                                is_first_time, legacy_bdm_in_spec)
+            self.notifier.run_instance_end(context, spec.raw)
+
+    def _schedule_one(self, spec, uuid, index, fprops) -> driver.Selection:
+        driver.populate_retry(fprops, uuid)
+        spec_for_instance = _with_filter_properties(spec, fprops)
+        return self.driver.select_one(spec_for_instance, uuid, index)[0]
+
+    def _provision(self, context, spec, uuid, index, selection, fprops,
+                   admin_password, injected_files, requested_networks,
+                   is_first_time, legacy_bdm_in_spec) -> None:
+        """Record the placement and cast run_instance to the chosen node."""
+        db_instances.set_placement(uuid, selection.host, selection.nodename, index)
+        driver.add_retry_host(fprops, selection.host, selection.nodename)
+        fprops["limits"] = selection.limits
+        request_spec = copy.deepcopy(spec.raw)
+        request_spec.setdefault("instance_properties", {})["launch_index"] = index
+        self.notifier.run_instance_scheduled(context, request_spec, selection.host,
+                                             selection.weight, uuid)
+        instance = dict(spec.instance_properties)
+        instance.update(
+            uuid=uuid, host=selection.host, node=selection.nodename,
+            vm_state="building", task_state="scheduling", launch_index=index,
+            memory_mb=spec.memory_mb, vcpus=spec.vcpus, root_gb=spec.root_gb,
+            ephemeral_gb=spec.ephemeral_gb, swap=spec.swap)
+        self.compute_api.run_instance(
+            context, instance=instance, host=selection.host,
+            request_spec=request_spec, filter_properties=fprops,
+            requested_networks=requested_networks, injected_files=injected_files,
+            admin_password=admin_password, is_first_time=is_first_time,
+            node=selection.nodename, legacy_bdm_in_spec=legacy_bdm_in_spec)
+        LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
+                 selection.host, selection.nodename, selection.weight)
+
+    def _reject(self, context, request_spec, err: exception.InvalidRequestSpec):
+        """A malformed request: fail every instance it names, visibly."""
+        if not err.instance_uuids:
+            LOG.error("Rejected run_instance request %s without any instance "
+                      "uuid: %s", context.request_id, err.reason)
+            return
+        LOG.error("Rejected run_instance request %s for instances %s: %s",
+                  context.request_id, err.instance_uuids, err.reason)
+        props = request_spec.get("instance_properties") if isinstance(
+            request_spec, dict) else None
+        try:
+            db_instances.ensure_instances(err.instance_uuids,
+                                          props if isinstance(props, dict) else {})
+            with EventReporter(context, "schedule", err.instance_uuids,
+                               self.host) as events:
+                for uuid in err.instance_uuids:
+                    events.fail(uuid, err.message)
+                    self._set_error(context, request_spec, uuid, err.message, code=400)
+        except exception.DatabaseUnavailable as db_err:
+            LOG.error("Could not record the rejection of %s: %s",
+                      err.instance_uuids, db_err.message)
+
+    def _set_error(self, context, request_spec, uuid, reason, code=500,
+                   details=None) -> None:
+        db_instances.mark_error(uuid, reason, code=code, details=details,
+                                host=self.host)
+        self.notifier.run_instance_error(context, request_spec, uuid, reason)
+
+    # -- select_destinations ------------------------------------------------
+    @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
+    def select_destinations(self, context, request_spec, filter_properties,
+                            return_alternates=False):
+        """Choose and claim a node for every instance, or for none.
+
+        Returns ``[{'host', 'nodename', 'limits'}]`` per instance, or with
+        ``return_alternates`` a list per instance: the choice first, then up
+        to ``max_attempts - 1`` unclaimed alternates. NoValidHost (with the
+        reason) when any instance cannot be placed; claims made for the
+        earlier instances of the request are then released.
+        """
+        spec = server_groups.record_members(request.parse(request_spec,
+                                                          filter_properties))
+        uuids = spec.instance_uuids or [None] * spec.num_instances
+        alternates = CONF.scheduler.max_attempts - 1 if return_alternates else 0
+        placed: list[list[driver.Selection]] = []
+        try:
+            for index, uuid in enumerate(uuids):
+                fprops = copy.deepcopy(spec.filter_properties)
+                driver.populate_retry(fprops, uuid)
+                placed.append(self.driver.select_one(
+                    _with_filter_properties(spec, fprops), uuid, index,
+                    claim=uuid is not None, alternates=alternates))
+        except exception.NoValidHost:
+            self.driver.release([u for u in uuids[:len(placed)] if u])
+            raise
+        if return_alternates:
+            return [[s.to_dict() for s in sels] for sels in placed]
+        return [sels[0].to_dict() for sels in placed]
+
+    # -- host state reports -------------------------------------------------
+    def compute_node_update(self, context, compute_node):
+        """Store a compute node's report; it is also the host's heartbeat."""
+        try:
+            values = compute_report.validate(compute_node)
+        except exception.InvalidComputeReport as err:
+            host = compute_node.get("host") if isinstance(compute_node, dict) else None
+            LOG.error("Ignored report from compute host %r: %s", host, err.reason)
+            return
+        try:
+            node_id = db_nodes.upsert_report(values, topic=CONF.compute_topic)
+        except exception.DatabaseUnavailable as err:
+            LOG.error("Could not store the report of %s/%s: %s", values["host"],
+                      values["hypervisor_hostname"], err.message)
+            return
+        self.host_manager.note_report(node_id, values, db_api.utcnow())
+
+    def compute_node_delete(self, context, host, nodename):
+        """Forget a node: it takes no more instances."""
+        if db_nodes.mark_deleted(host, nodename):
+            LOG.info("Compute node %s/%s deleted", host, nodename)
+        self.host_manager.note_deleted(host, nodename)
+
+    def instance_delete(self, context, instance_uuid):
+        """Release an instance's claim."""
+        self.driver.release([instance_uuid])
+        db_instances.mark_deleted(instance_uuid)
+
+    def sync_instance_info(self, context, host, instance_uuids):
+        """Reconcile the claims on ``host`` with the instances it runs.
+
+        Claims of instances the host does not list are released once they
+        are older than ``[scheduler] scheduling_timeout`` (younger ones may
+        be builds still on their way); listed instances the scheduler does
+        not know are recorded.
+        """
+        listed = set(instance_uuids or [])
+        held = claims.allocations_on_host(host)
+        cutoff = db_api.utcnow() - dt.timedelta(seconds=CONF.scheduler.scheduling_timeout)
+        stale = claims.older_than([u for u in held if u not in listed], cutoff)
+        if stale:
+            LOG.info("Releasing %d claims on %s that it no longer reports", len(stale),
+                     host)
+            self.driver.release(stale)
+        unknown = listed - set(held)
+        if unknown:
+            db_instances.record_unknown(sorted(unknown), host)
+
+    # -- explain ------------------------------------------------------------
+    @messaging.expected_exceptions(exception.InvalidRequestSpec)
+    def explain(self, context, request_spec, filter_properties):
+        """A dry run: what each filter removed and how survivors weigh."""
+        spec = request.parse(request_spec, filter_properties)
+        return self.driver.explain(spec)
+
+
+def _with_filter_properties(spec: request.RequestSpec, fprops: dict):
+    return dataclasses.replace(spec, filter_properties=fprops)

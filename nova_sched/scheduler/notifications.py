@@ -1,0 +1,80 @@
+"""The ``scheduler.run_instance.*`` notifications (CONTRACT section 3).
+
+Payloads carry the request as the caller sent it, minus anything secret:
+keys naming a password and injected files' contents are scrubbed before a
+payload leaves the process.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from nova_sched import rpc
+
+LOG = logging.getLogger(__name__)
+
+_SECRET_MARKERS = ("password", "admin_pass", "secret", "auth_token")
+
+
+def scrub(value: Any) -> Any:
+    """A copy of ``value`` with secret keys masked, recursively."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            lowered = str(key).lower()
+            if any(m in lowered for m in _SECRET_MARKERS):
+                out[key] = "***"
+            elif lowered == "injected_files":
+                out[key] = [
+                    [f[0], "***"] if isinstance(f, (list, tuple)) and f else "***"
+                    for f in (item or [])
+                ]
+            else:
+                out[key] = scrub(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
+
+
+class SchedulerNotifier:
+    """Emits the scheduler's notifications; failures to emit are logged only."""
+
+    def __init__(self, transport, host: str):
+        self._notifier = rpc.get_notifier(transport, f"scheduler.{host}")
+
+    def _emit(self, ctxt, priority: str, event_type: str, payload: dict) -> None:
+        try:
+            getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
+        except Exception:  # a notification must never fail a placement
+            LOG.exception("Could not emit notification %s", event_type)
+
+    def run_instance_start(self, ctxt, request_spec: dict) -> None:
+        self._emit(ctxt, "info", "scheduler.run_instance.start",
+                   {"request_spec": request_spec})
+
+    def run_instance_scheduled(self, ctxt, request_spec: dict, host: str,
+                               weight: float, instance_uuid: str) -> None:
+        self._emit(ctxt, "info", "scheduler.run_instance.scheduled", {
+            "request_spec": request_spec,
+            "weighted_host": {"host": host, "weight": weight},
+            "instance_id": instance_uuid,
+        })
+
+    def run_instance_end(self, ctxt, request_spec: dict) -> None:
+        self._emit(ctxt, "info", "scheduler.run_instance.end",
+                   {"request_spec": request_spec})
+
+    def run_instance_error(self, ctxt, request_spec: Any, instance_uuid: str,
+                           reason: str) -> None:
+        props = request_spec.get("instance_properties", {}) if isinstance(
+            request_spec, dict) else {}
+        self._emit(ctxt, "error", "scheduler.run_instance", {
+            "request_spec": request_spec,
+            "instance_properties": props,
+            "instance_id": instance_uuid,
+            "state": "error",
+            "method": "run_instance",
+            "reason": reason,
+        })

@@ -1,0 +1,76 @@
+"""The scheduler service: RPC server, host-state cache and periodic tasks."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import oslo_messaging as messaging
+
+from nova_sched import exception, rpc
+from nova_sched.conf import CONF
+from nova_sched.db import api as db_api
+from nova_sched.db import migration
+from nova_sched.scheduler import recovery
+from nova_sched.scheduler.manager import SchedulerManager
+
+LOG = logging.getLogger(__name__)
+
+
+def check_startup() -> None:
+    """Refuse bad configuration before taking any message.
+
+    Raises ConfigurationError or DatabaseUnavailable with a one-line reason.
+    """
+    db_api.wait_for_database(CONF.database.max_retries, CONF.database.retry_interval)
+    if not migration.schema_is_current():
+        raise exception.ConfigurationError(
+            "the database schema is missing or old; run "
+            "'nova-sched-manage --config-file FILE db sync'")
+
+
+class SchedulerService:
+    """One scheduler daemon process: consumes the scheduler topic.
+
+    ``transport`` defaults to ``[DEFAULT] transport_url``; the embedded demo
+    passes its in-memory transport.
+    """
+
+    def __init__(self, transport=None, notification_transport=None):
+        self.transport = transport or rpc.get_transport()
+        self.notification_transport = (
+            notification_transport or rpc.get_notification_transport())
+        self.manager = SchedulerManager(self.transport, self.notification_transport)
+        self.server = None
+        self._stop = threading.Event()
+        self._periodic: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.manager.host_manager.full_resync()
+        target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
+        self.server = rpc.get_server(self.transport, target, [self.manager])
+        self.server.start()
+        self._periodic = threading.Thread(target=self._run_periodic,
+                                          name="periodic-tasks", daemon=True)
+        self._periodic.start()
+        LOG.info("nova-sched %s consuming topic %s (exchange %s), driver %s",
+                 CONF.host, CONF.scheduler_topic, CONF.control_exchange,
+                 CONF.scheduler.driver)
+
+    def _run_periodic(self) -> None:
+        while not self._stop.wait(CONF.scheduler.periodic_task_interval):
+            try:
+                recovery.recover_stuck_instances(self.manager.driver)
+                self.manager.host_manager.refresh()
+            except Exception:  # a periodic task must never kill the daemon
+                LOG.exception("Periodic task failed; will try again")
+
+    def stop(self) -> None:
+        """Stop taking messages, finish the requests in hand."""
+        self._stop.set()
+        if self.server is not None:
+            self.server.stop()
+            self.server.wait()
+        if self._periodic is not None:
+            self._periodic.join(timeout=5)
+        LOG.info("nova-sched %s stopped", CONF.host)
