@@ -1,0 +1,182 @@
+"""ImagePropertiesFilter: nova's image properties against supported_instances."""
+
+from __future__ import annotations
+
+import pytest
+
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.filters import image_props_filter
+from nova_sched.scheduler.filters.image_props_filter import ImagePropertiesFilter
+from tests.unit.scheduler import fakes
+
+V600 = 6000000  # oslo's convert_version_to_int('6.0.0')
+KVM_X86 = [["x86_64", "kvm", "hvm"]]
+
+
+def _passes(image_props, supported=KVM_X86, hypervisor_version=V600, **host):
+    table = fakes.make_table([dict(host="host1", memory_mb=1024, vcpus=2,
+                                   local_gb=10, supported_instances=supported,
+                                   hypervisor_version=hypervisor_version, **host)])
+    spec = fakes.make_spec(image_props=image_props)
+    flt = ImagePropertiesFilter()
+    one = flt.host_passes(fakes.state(table, "host1"), spec)
+    all_ = bool(flt.filter_all(table, table.active_rows(), spec)[0])
+    assert one == all_
+    return one
+
+
+def test_runs_once_per_request_and_is_discovered():
+    assert ImagePropertiesFilter.run_filter_once_per_request is True
+    assert ImagePropertiesFilter in filters.all_filters()
+
+
+def test_same_props_and_version_pass():
+    assert _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm",
+                    "hw_vm_mode": "hvm", "img_hv_requested_version": ">=6.0,<6.2"})
+
+
+def test_different_props_fail():
+    assert not _passes({"hw_architecture": "armv7l", "img_hv_type": "qemu",
+                        "hw_vm_mode": "hvm"})
+
+
+def test_different_hypervisor_version_fails():
+    assert not _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm",
+                        "hw_vm_mode": "hvm", "img_hv_requested_version": ">=6.2"})
+
+
+def test_partial_props_pass():
+    assert _passes({"hw_architecture": "x86_64", "hw_vm_mode": "hvm"})
+
+
+def test_partial_props_fail():
+    assert not _passes({"hw_architecture": "x86_64", "hw_vm_mode": "hvm"},
+                       supported=[["x86_64", "xen", "xen"]])
+
+
+def test_no_image_props_pass_everywhere():
+    assert _passes({})
+    assert _passes({}, supported=[])
+    assert _passes({"os_distro": "ubuntu", "hw_disk_bus": "virtio"}, supported=[])
+
+
+def test_host_without_supported_instances_fails():
+    assert not _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm",
+                        "hw_vm_mode": "hvm"}, supported=[])
+    assert not _passes({"img_hv_type": "kvm"}, supported=None)
+
+
+def test_host_without_hypervisor_version_passes_version_check():
+    assert _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm",
+                    "hw_vm_mode": "hvm", "img_hv_requested_version": ">=6.0"},
+                   hypervisor_version=None)
+
+
+def test_unsupported_hypervisor_version_fails():
+    assert not _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm",
+                        "hw_vm_mode": "hvm", "img_hv_requested_version": ">=6.0"},
+                       hypervisor_version=5000)
+
+
+def test_version_alone_is_not_checked():
+    # nova: with no arch, hypervisor type or vm mode asked for, the image
+    # passes before the version is looked at.
+    assert _passes({"img_hv_requested_version": ">=9.0"})
+
+
+@pytest.mark.parametrize("mode, host_mode", [("pv", "xen"), ("hv", "hvm"),
+                                             ("baremetal", "hvm"), ("HVM", "hvm")])
+def test_vm_mode_compat_names(mode, host_mode):
+    assert _passes({"hw_vm_mode": mode}, supported=[["x86_64", "xen", host_mode]])
+
+
+@pytest.mark.parametrize("arch, host_arch", [("x86_32", "i686"), ("x86_32p", "i686"),
+                                             ("i386", "i686"), ("i586", "i686"),
+                                             ("amd64", "x86_64"), ("X86_64", "x86_64")])
+def test_arch_compat_names(arch, host_arch):
+    assert _passes({"hw_architecture": arch}, supported=[[host_arch, "kvm", "hvm"]])
+
+
+def test_xapi_is_xen():
+    assert _passes({"img_hv_type": "xapi"}, supported=[["i686", "xen", "hvm"]])
+
+
+def test_qemu_is_not_kvm():
+    # nova's HVType keeps qemu and kvm apart.
+    assert not _passes({"img_hv_type": "qemu"}, supported=KVM_X86)
+    assert _passes({"img_hv_type": "qemu"}, supported=[["x86_64", "qemu", "hvm"]])
+
+
+def test_host_entries_are_canonicalised_too():
+    assert _passes({"hw_architecture": "x86_64", "hw_vm_mode": "hvm"},
+                   supported=[["AMD64", "KVM", "HV"]])
+
+
+def test_any_one_entry_suffices():
+    supported = [["i686", "qemu", "hvm"], ["x86_64", "kvm", "hvm"]]
+    assert _passes({"hw_architecture": "x86_64", "img_hv_type": "kvm"},
+                   supported=supported)
+    # ...but all asked-for values must be in the same entry.
+    assert not _passes({"hw_architecture": "i686", "img_hv_type": "kvm"},
+                       supported=supported)
+
+
+def test_legacy_names():
+    assert _passes({"architecture": "x86_64", "hypervisor_type": "kvm",
+                    "vm_mode": "hvm"})
+    assert not _passes({"architecture": "aarch64"})
+    assert not _passes({"hypervisor_type": "xen"})
+    assert not _passes({"hypervisor_type": "kvm",
+                        "hypervisor_version_requires": ">=7.0"})
+
+
+def test_current_name_wins_over_legacy():
+    assert _passes({"hw_architecture": "x86_64", "architecture": "aarch64"})
+    assert not _passes({"hw_architecture": "aarch64", "architecture": "x86_64"})
+    assert _passes({"img_hv_type": "kvm", "img_hv_requested_version": ">=6.0",
+                    "hypervisor_version_requires": ">=7.0"})
+
+
+@pytest.mark.parametrize("predicate, passes", [
+    (">=6.0", True), (">6.0", False), ("==6.0.0", True), ("==6", True),
+    ("!=6.0", False), ("<6.0.1", True), ("<=5.9", False),
+    (">=5.0, <7.0", True), (" >= 6.0 ,< 6.0.1 ", True), (">=5.0,<6.0", False),
+])
+def test_version_predicates(predicate, passes):
+    assert _passes({"img_hv_type": "kvm", "img_hv_requested_version": predicate}) is passes
+
+
+@pytest.mark.parametrize("predicate", ["6.0", ">=", "=>6.0", ">=six", "~=6.0", ">=6.0,"])
+def test_malformed_version_predicate_fails_hosts_with_a_version(predicate):
+    assert not _passes({"img_hv_type": "kvm", "img_hv_requested_version": predicate})
+    assert _passes({"img_hv_type": "kvm", "img_hv_requested_version": predicate},
+                   hypervisor_version=None)
+
+
+def test_version_helpers():
+    assert image_props_filter.version_to_str(6000000) == "6.0.0"
+    assert image_props_filter.version_to_str(6000) == "6.0"
+    assert image_props_filter.version_to_str(1005003) == "1.5.3"
+    assert image_props_filter.parse_version_predicate(">=6.0,<6.2") == [
+        (">=", (6,)), ("<", (6, 2))]
+    assert image_props_filter.version_satisfies(1002003004, [(">", (1, 2, 3))])
+    assert image_props_filter.version_satisfies("6.1", [(">=", (6, 0))])
+
+
+def test_filter_all_over_many_hosts():
+    nodes = []
+    for i in range(10):
+        supported = [] if i == 0 else [["x86_64", "kvm" if i % 2 else "qemu", "hvm"]]
+        nodes.append(dict(host=f"h{i}", memory_mb=1024, vcpus=2, local_gb=10,
+                          supported_instances=supported,
+                          hypervisor_version=(i % 4) * 1000000 or None))
+    table = fakes.make_table(nodes)
+    spec = fakes.make_spec(image_props={"img_hv_type": "kvm",
+                                        "img_hv_requested_version": ">=2.0"})
+    flt = ImagePropertiesFilter()
+    kept = [h for h, _ in fakes.passes(flt, table, spec)]
+    # kvm on the odd hosts; of those, only h3 and h7 run version 3.0 >= 2.0.
+    assert kept == ["h3", "h7"]
+    for row in table.active_rows():
+        st = table.states[row]
+        assert flt.host_passes(st, spec) == (st.host in kept)
