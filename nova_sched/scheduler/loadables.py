@@ -49,7 +49,10 @@ def classes_from_paths(paths: list[str], base: type) -> list[type]:
 
 
 def subclasses_in_package(package: str, base: type) -> list[type]:
-    """Every concrete subclass of ``base`` defined in the package's modules."""
+    """Every concrete subclass of ``base`` defined in the package's modules.
+
+    Classes named ``Base...`` or ``_...`` are building blocks, not plugins.
+    """
     import pkgutil
 
     pkg = importlib.import_module(package)
@@ -60,7 +63,7 @@ def subclasses_in_package(package: str, base: type) -> list[type]:
             if (
                 issubclass(cls, base)
                 and cls.__module__ == module.__name__
-                and not cls.__name__.startswith("Base")
+                and not cls.__name__.startswith(("Base", "_"))
                 and cls not in found
             ):
                 found.append(cls)

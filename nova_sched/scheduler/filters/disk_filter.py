@@ -11,6 +11,8 @@ class DiskFilter(filters.BaseHostFilter):
 
     Sizes are compared in MB: ``(root_gb + ephemeral_gb) * 1024 + swap``
     against ``local_gb * 1024 * ratio`` minus what is reserved and claimed.
+    As in nova, an instance never overcommits against itself: it may not
+    need more disk than the node has physically.
     """
 
     def _ratio(self, host_state=None) -> float:
@@ -18,13 +20,16 @@ class DiskFilter(filters.BaseHostFilter):
 
     def host_passes(self, host_state, spec) -> bool:
         total_mb = host_state.total_usable_disk_gb * 1024
+        if spec.disk_mb > total_mb:
+            return False
         used_mb = total_mb - host_state.free_disk_mb
         return total_mb * self._ratio(host_state) - used_mb >= spec.disk_mb
 
     def filter_all(self, table, rows, spec):
         total = table.col("disk_mb")[rows]
         used = table.col("reserved_disk_mb")[rows] + table.col("claimed_disk_mb")[rows]
-        return total * self._ratio() - used >= spec.disk_mb
+        physical = (total // 1024) * 1024
+        return (spec.disk_mb <= physical) & (total * self._ratio() - used >= spec.disk_mb)
 
     def limits(self, host_state) -> dict:
         return {"disk_gb": host_state.total_usable_disk_gb * self._ratio(host_state)}

@@ -11,13 +11,16 @@ class RamFilter(filters.BaseHostFilter):
 
     Havana's arithmetic: the limit is ``memory_mb * ratio``; used RAM is
     everything claimed plus the reservation; the instance must fit in the
-    difference.
+    difference. As in nova, an instance never overcommits against itself:
+    it may not have more RAM than the node has physically.
     """
 
     def _ratio(self, host_state=None) -> float:
         return CONF.filter_scheduler.ram_allocation_ratio
 
     def host_passes(self, host_state, spec) -> bool:
+        if spec.memory_mb > host_state.total_usable_ram_mb:
+            return False
         limit = host_state.total_usable_ram_mb * self._ratio(host_state)
         used = host_state.total_usable_ram_mb - host_state.free_ram_mb
         return limit - used >= spec.memory_mb
@@ -25,7 +28,7 @@ class RamFilter(filters.BaseHostFilter):
     def filter_all(self, table, rows, spec):
         total = table.col("memory_mb")[rows]
         used = table.col("reserved_memory_mb")[rows] + table.col("claimed_memory_mb")[rows]
-        return total * self._ratio() - used >= spec.memory_mb
+        return (spec.memory_mb <= total) & (total * self._ratio() - used >= spec.memory_mb)
 
     def limits(self, host_state) -> dict:
         return {"memory_mb": host_state.total_usable_ram_mb * self._ratio(host_state)}

@@ -1,0 +1,71 @@
+"""ComputeFilter: the node's service is enabled and reported recently."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nova_sched.conf import CONF
+from nova_sched.scheduler.filters import compute_filter
+from nova_sched.scheduler.filters.compute_filter import ComputeFilter
+from tests.unit.scheduler import fakes
+
+NOW = 1_700_000_000.0
+
+
+@pytest.fixture
+def frozen(monkeypatch):
+    monkeypatch.setattr(compute_filter.time, "time", lambda: NOW)
+
+
+def _passes(**node):
+    table = fakes.make_table([dict(host="host1", memory_mb=1024, vcpus=1, **node)])
+    spec = fakes.make_spec()
+    flt = ComputeFilter()
+    one = flt.host_passes(fakes.state(table, "host1"), spec)
+    assert one == bool(flt.filter_all(table, table.active_rows(), spec)[0])
+    return one
+
+
+def test_runs_once_per_request():
+    assert ComputeFilter.run_filter_once_per_request is True
+
+
+def test_enabled_and_up_passes():
+    assert _passes(service_updated=time.time())
+
+
+def test_disabled_fails():
+    assert not _passes(service_updated=time.time(), disabled=True)
+
+
+def test_never_reported_fails():
+    assert not _passes(service_updated=0.0)
+
+
+@pytest.mark.usefixtures("frozen")
+def test_heartbeat_age_against_service_down_time():
+    assert CONF.service_down_time == 60
+    assert _passes(service_updated=NOW - 59)
+    assert _passes(service_updated=NOW - 60)
+    assert not _passes(service_updated=NOW - 61)
+
+
+@pytest.mark.usefixtures("frozen")
+def test_service_down_time_is_read_at_call_time():
+    CONF.set_override("service_down_time", 300)
+    assert _passes(service_updated=NOW - 299)
+    assert not _passes(service_updated=NOW - 301)
+
+
+@pytest.mark.usefixtures("frozen")
+def test_heartbeat_from_the_future_counts_by_its_distance():
+    # nova's servicegroup db driver: abs(elapsed) <= service_down_time.
+    assert _passes(service_updated=NOW + 30)
+    assert not _passes(service_updated=NOW + 61)
+
+
+@pytest.mark.usefixtures("frozen")
+def test_disabled_and_down():
+    assert not _passes(service_updated=NOW - 1000, disabled=True)

@@ -1,0 +1,62 @@
+"""DiskFilter: root + ephemeral + swap (MB) under disk_allocation_ratio."""
+
+from __future__ import annotations
+
+from nova_sched.conf import CONF
+from nova_sched.scheduler.filters.disk_filter import DiskFilter
+from tests.unit.scheduler import fakes
+
+
+def _passes(root_gb, ephemeral_gb=0, swap=0, ratio=1.0, **node):
+    CONF.set_override("disk_allocation_ratio", ratio, "filter_scheduler")
+    table = fakes.make_table([dict(host="host1", memory_mb=1024, vcpus=4, **node)])
+    spec = fakes.make_spec(root_gb=root_gb, ephemeral_gb=ephemeral_gb, swap=swap)
+    flt = DiskFilter()
+    one = flt.host_passes(fakes.state(table, "host1"), spec)
+    assert one == bool(flt.filter_all(table, table.active_rows(), spec)[0])
+    return one
+
+
+def test_request_size_in_mb():
+    spec = fakes.make_spec(root_gb=2, ephemeral_gb=3, swap=512)
+    assert spec.disk_mb == 5 * 1024 + 512
+
+
+def test_swap_is_counted_in_mb():
+    # 12 GB node: 11 GB root + 1024 MB swap fits exactly, one MB more does not.
+    assert _passes(11, swap=1024, local_gb=12)
+    assert not _passes(11, swap=1025, local_gb=12)
+    assert _passes(10, ephemeral_gb=1, swap=1024, local_gb=12)
+    assert not _passes(10, ephemeral_gb=2, swap=1, local_gb=12)
+
+
+def test_claims_and_reservation_count_as_used():
+    assert _passes(1, swap=512, local_gb=12, claimed_disk_mb=10 * 1024,
+                   reserved_disk_mb=512)
+    assert not _passes(1, swap=513, local_gb=12, claimed_disk_mb=10 * 1024,
+                       reserved_disk_mb=512)
+
+
+def test_oversubscription():
+    # nova's test_disk_filter_oversubscribe: 12 GB, 1 GB used, ratio 10.
+    assert _passes(3, ephemeral_gb=3, swap=1024, ratio=10.0, local_gb=12,
+                   claimed_disk_mb=1024)
+    assert _passes(11, ratio=10.0, local_gb=12, claimed_disk_mb=100 * 1024)
+    assert not _passes(12, ratio=10.0, local_gb=12, claimed_disk_mb=109 * 1024)
+
+
+def test_instance_may_not_overcommit_against_itself():
+    # nova's test_disk_filter_oversubscribe_single_instance_fails.
+    assert not _passes(10, ephemeral_gb=2, swap=1, ratio=10.0, local_gb=12)
+    assert _passes(10, ephemeral_gb=2, ratio=10.0, local_gb=12)
+
+
+def test_ratio_below_one():
+    assert _passes(5, ratio=0.5, local_gb=10)
+    assert not _passes(5, swap=1, ratio=0.5, local_gb=10)
+
+
+def test_limits():
+    CONF.set_override("disk_allocation_ratio", 2.5, "filter_scheduler")
+    table = fakes.make_table([dict(host="host1", local_gb=12, claimed_disk_mb=3000)])
+    assert DiskFilter().limits(fakes.state(table, "host1")) == {"disk_gb": 30.0}
