@@ -1,0 +1,102 @@
+"""Fixtures for scheduler tests that need a database and a manager."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from nova_sched import rpc
+from nova_sched.conf import CONF
+from nova_sched.db import api as db_api
+from nova_sched.db import migration
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A fresh, migrated SQLite file database used by every session."""
+    url = f"sqlite:///{tmp_path}/nova_sched.sqlite"
+    CONF.set_override("connection", url, group="database")
+    engine = db_api.configure(url)
+    migration.db_sync(engine)
+    yield engine
+    engine.dispose()
+
+
+def compute_report(host: str, node: str | None = None, vcpus: int = 8,
+                   memory_mb: int = 8192, local_gb: int = 100, **extra) -> dict:
+    """A compute_node dict as CONTRACT section 3 describes it."""
+    report = {
+        "host": host, "hypervisor_hostname": node or host, "vcpus": vcpus,
+        "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
+        "memory_mb_used": 0, "local_gb_used": 0, "free_ram_mb": memory_mb,
+        "free_disk_gb": local_gb, "disk_available_least": local_gb,
+        "running_vms": 0, "current_workload": 0, "hypervisor_type": "kvm",
+        "hypervisor_version": 6000000, "cpu_info": "{}", "host_ip": "192.0.2.1",
+        "supported_instances": [["x86_64", "kvm", "hvm"]], "stats": {},
+        "metrics": [],
+    }
+    report.update(extra)
+    return report
+
+
+def boot_request(memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0, swap=0,
+                 count=1, az=None, uuids=None, **props) -> dict:
+    """A Havana request_spec for ``count`` instances of one flavor."""
+    uuids = uuids or [str(uuid.uuid4()) for _ in range(count)]
+    flavor = {"name": "test", "flavorid": "t", "memory_mb": memory_mb,
+              "vcpus": vcpus, "root_gb": root_gb, "ephemeral_gb": ephemeral_gb,
+              "swap": swap, "extra_specs": {}, "rxtx_factor": 1.0,
+              "is_public": True}
+    instance_properties = {"uuid": uuids[0], "memory_mb": memory_mb, "vcpus": vcpus,
+                           "root_gb": root_gb, "ephemeral_gb": ephemeral_gb,
+                           "availability_zone": az, "project_id": "p1",
+                           "user_id": "u1", "os_type": "linux",
+                           "image_ref": "img-1", "instance_type_id": 1}
+    instance_properties.update(props)
+    return {"instance_properties": instance_properties, "instance_type": flavor,
+            "image": {"id": "img-1", "properties": {}}, "instance_uuids": uuids,
+            "num_instances": len(uuids), "block_device_mapping": [],
+            "security_group": ["default"]}
+
+
+class RecordingComputeAPI:
+    """Stands in for the compute RPC client: records every cast."""
+
+    def __init__(self):
+        self.casts: list[dict] = []
+
+    def run_instance(self, ctxt, **kwargs):
+        self.casts.append(kwargs)
+
+
+class RecordingNotifier:
+    def __init__(self):
+        self.events: list[tuple[str, str, dict]] = []
+
+    def info(self, ctxt, event_type, payload):
+        self.events.append(("INFO", event_type, payload))
+
+    def error(self, ctxt, event_type, payload):
+        self.events.append(("ERROR", event_type, payload))
+
+
+@pytest.fixture
+def manager(db):
+    """A SchedulerManager over the test database with recording doubles."""
+    from nova_sched.scheduler.manager import SchedulerManager
+
+    CONF.set_override("transport_url", "fake:")
+    transport = rpc.get_transport()
+    mgr = SchedulerManager(transport)
+    mgr.compute_api = RecordingComputeAPI()
+    mgr.notifier._notifier = RecordingNotifier()
+    mgr.host_manager.full_resync()
+    yield mgr
+    transport.cleanup()
+
+
+@pytest.fixture
+def ctxt():
+    return rpc.RequestContext.from_wire({"request_id": "req-test", "user_id": "u1",
+                                         "project_id": "p1"})

@@ -1,0 +1,112 @@
+"""HostManager: the cache follows the database by reading only changed rows."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.db import models
+from nova_sched.scheduler import claims, compute_report
+from nova_sched.scheduler.host_manager import HostManager
+from tests.unit.scheduler.conftest import compute_report as report
+
+
+def _store(host, **kw):
+    return db_nodes.upsert_report(compute_report.validate(report(host, **kw)))
+
+
+def _free_ram(hm, host):
+    return hm.table.state(hm.table.row_of(host, host)).free_ram_mb
+
+
+def test_full_resync_loads_nodes_services_and_reservations(db):
+    _store("c1", memory_mb=4096, reserved_host_memory_mb=512)
+    hm = HostManager()
+    hm.full_resync()
+    state = hm.table.state(hm.table.row_of("c1", "c1"))
+    assert state.total_usable_ram_mb == 4096 and state.free_ram_mb == 3584
+    assert state.supported_instances == [["x86_64", "kvm", "hvm"]]
+    assert state.service_updated > 0 and not state.service_disabled
+
+
+def test_refresh_reads_only_rows_changed_since_last_look(db, monkeypatch):
+    for n in range(5):
+        _store(f"c{n}")
+    # The reports are an hour old, well outside the refresh overlap.
+    hour_ago = db_api.now_us() - 3600 * 10**6
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.ComputeNode).values(changed_at=hour_ago))
+        s.execute(sa.update(models.Service).values(changed_at=hour_ago))
+    hm = HostManager()
+    hm.full_resync()
+    node_id = hm.table.state(hm.table.row_of("c3", "c3")).node_id
+    # Another daemon claims on c3 a moment later.
+    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+
+    seen = []
+    real = db_nodes.load_changed
+
+    def spy(since_us):
+        nodes, services = real(since_us)
+        seen.append([n["host"] for n in nodes])
+        return nodes, services
+
+    monkeypatch.setattr(db_nodes, "load_changed", spy)
+    hm.refresh(force=True)
+    assert _free_ram(hm, "c3") == 8192 - 1000
+    assert seen == [["c3"]]
+
+
+def test_refresh_sees_disable_delete_and_new_nodes(db):
+    _store("c1")
+    _store("c2")
+    hm = HostManager()
+    hm.full_resync()
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.Service).where(models.Service.host == "c1").values(
+            disabled=True, disabled_reason="maintenance", changed_at=db_api.now_us()))
+    db_nodes.mark_deleted("c2", "c2")
+    _store("c3")
+    hm.refresh(force=True)
+    c1 = hm.table.state(hm.table.row_of("c1", "c1"))
+    assert c1.service_disabled and c1.disabled_reason == "maintenance"
+    live = {hm.table.states[r].host for r in hm.candidates()}
+    assert live == {"c1", "c3"}
+
+
+def test_refresh_is_rate_limited_unless_forced(db):
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    node_id = hm.table.state(hm.table.row_of("c1", "c1")).node_id
+    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    hm.refresh()  # right after the full load: skipped
+    assert _free_ram(hm, "c1") == 8192
+    hm.refresh(force=True)
+    assert _free_ram(hm, "c1") == 7192
+
+
+def test_note_report_applies_without_reading_and_keeps_claims(db):
+    node_id = _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    hm.refresh(force=True)
+    values = compute_report.validate(report("c1", memory_mb=16384))
+    hm.note_report(node_id, values, db_api.utcnow())
+    state = hm.table.state(hm.table.row_of("c1", "c1"))
+    assert state.total_usable_ram_mb == 16384 and state.free_ram_mb == 15384
+
+
+def test_aggregate_changes_reach_the_cache(db):
+    from nova_sched.db import aggregates
+
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    assert hm.table.state(0).availability_zones == frozenset()
+    aggregates.create("rack1", zone="az1")
+    aggregates.add_host("rack1", "c1")
+    hm.refresh(force=True)
+    assert hm.table.state(0).availability_zones == frozenset({"az1"})
