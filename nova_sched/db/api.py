@@ -137,6 +137,8 @@ def _is_connection_error(err: BaseException) -> bool:
             "database is locked",
             "terminating",
             "closed",
+            "unable to open database",
+            "connection refused",
         )
         return any(m in text for m in markers)
     if isinstance(err, sa_exc.InterfaceError):
