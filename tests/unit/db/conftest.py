@@ -36,13 +36,6 @@ def db() -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-@pytest.fixture
-def session(db):
-    """A session on ``db`` for arranging rows and reading them back."""
-    with db_api.session_scope() as s:
-        yield s
-
-
 @contextlib.contextmanager
 def server_database(kind: str) -> Iterator[str]:
     """Yield the URL of a new empty database on ``kind``'s server; drop it after."""
