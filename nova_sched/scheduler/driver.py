@@ -56,6 +56,10 @@ class Scheduler:
                    claim: bool = True, alternates: int = 0) -> list[Selection]:
         raise NotImplementedError
 
+    def refresh(self) -> None:
+        """Bring the host states up to date between decisions."""
+        self.host_manager.refresh()
+
     def release(self, instance_uuids: list[str]) -> None:
         """Give back the claims of instances (their nodes are re-read)."""
         from nova_sched.scheduler import claims

@@ -100,6 +100,12 @@ class FilterScheduler(driver.Scheduler):
             limits.update(flt.limits(state))
         return limits
 
+    def refresh(self) -> None:
+        # A full resync replaces the table; rows a decision holds must not
+        # change meaning under it.
+        with self._decide_lock:
+            self.host_manager.refresh()
+
     # -- one instance ------------------------------------------------------
     def select_one(self, spec, instance_uuid, index, claim=True, alternates=0):
         """Choose (and claim) a node for one instance; NoValidHost if none."""
