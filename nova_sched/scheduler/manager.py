@@ -96,14 +96,25 @@ class SchedulerManager:
                 fprops = copy.deepcopy(spec.filter_properties)
                 try:
                     selection = self._schedule_one(spec, uuid, index, fprops)
+                    self._provision(context, spec, uuid, index, selection, fprops,
+                                    admin_password, injected_files,
+                                    requested_networks, is_first_time,
+                                    legacy_bdm_in_spec)
                 except exception.NoValidHost as err:
                     LOG.warning("Instance %s: %s", uuid, err.message)
                     events.fail(uuid, err.message)
                     self._set_error(context, spec.raw, uuid, err.message)
-                    continue
-                self._provision(context, spec, uuid, index, selection, fprops,
-                                admin_password, injected_files, requested_networks,
-                                is_first_time, legacy_bdm_in_spec)
+                except exception.DatabaseUnavailable:
+                    raise
+                except Exception as err:
+                    # One instance's failure (say, the cast to its node) must
+                    # not undo the placement of the others.
+                    LOG.exception("Instance %s could not be scheduled", uuid)
+                    self.driver.release([uuid])
+                    reason = f"Scheduler error: {type(err).__name__}: {err}"
+                    events.fail(uuid, traceback.format_exc())
+                    self._set_error(context, spec.raw, uuid, reason,
+                                    details=traceback.format_exc())
             self.notifier.run_instance_end(context, spec.raw)
 
     def _schedule_one(self, spec, uuid, index, fprops) -> driver.Selection:

@@ -315,3 +315,24 @@ def test_server_group_affinity_packs(manager, ctxt):
     spec["instance_group"] = {"uuid": "g2", "policy": "affinity"}
     _run(manager, ctxt, spec)
     assert len({c["host"] for c in manager.compute_api.casts}) == 1
+
+
+def test_failed_cast_fails_only_that_instance_and_frees_its_claim(manager, ctxt):
+    manager.compute_node_update(ctxt, compute_report("c1"))
+    calls = []
+
+    def flaky_cast(ctxt_, **kwargs):
+        calls.append(kwargs["instance"]["uuid"])
+        if len(calls) == 2:
+            raise ConnectionError("broker went away")
+        manager.compute_api.casts.append(kwargs)
+
+    manager.compute_api.run_instance = flaky_cast
+    spec = boot_request(memory_mb=1000, count=3)
+    _run(manager, ctxt, spec)
+    first, second, third = spec["instance_uuids"]
+    assert [_instance(u).vm_state for u in (first, second, third)] == [
+        "building", "error", "building"]
+    assert "ConnectionError: broker went away" in _faults(second)[0]
+    assert _claimed("c1") == 2000
+    assert _events(second)[0][2] == "Error"
