@@ -44,6 +44,8 @@ from nova_sched.db import services
 # RPC client); a module that is not installed is skipped.
 _COMMAND_MODULES = ("nova_sched.cmd.explain",)
 
+LOG = logging.getLogger(__name__)
+
 
 # -- db ---------------------------------------------------------------------
 def _db_sync(args) -> int:
@@ -314,7 +316,7 @@ def _release_conf() -> None:
     # Leave no required sub-command behind on the global CONF for the next
     # parse in this process (tests, the embedded demo).
     CONF.clear()
-    CONF.unregister_opt(_CATEGORY_OPT)
+    pass
 
 
 @contextlib.contextmanager
@@ -354,8 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args) -> int:
     try:
         db_api.configure(CONF.database.connection)
-    except (sa_exc.ArgumentError, ImportError) as exc:
-        _error(f"bad [database] connection: {exc}")
+    except (sa_exc.ArgumentError, ImportError, ValueError) as exc:
+        _error(f"bad [database] connection: {type(exc).__name__}: {exc}")
         return 2
     func: Callable[[Any], int] = args.func
     try:
@@ -364,6 +366,9 @@ def _run(args) -> int:
         _error(exc.message)
     except sa_exc.SQLAlchemyError as exc:
         _error(_database_error(exc))
+    except Exception as exc:  # noqa: BLE001  (one line, not a traceback)
+        LOG.debug("%s failed", CONF.category.name, exc_info=True)
+        _error(f"unexpected {type(exc).__name__}: {exc}")
     return 1
 
 

@@ -111,6 +111,7 @@ class SchedulerManager:
                     # not undo the placement of the others.
                     LOG.exception("Instance %s could not be scheduled", uuid)
                     self.driver.release([uuid])
+                    db_instances.set_scheduling(uuid)  # clears host and node
                     reason = f"Scheduler error: {type(err).__name__}: {err}"
                     events.fail(uuid, traceback.format_exc())
                     self._set_error(context, spec.raw, uuid, reason,

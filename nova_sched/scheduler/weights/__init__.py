@@ -1,10 +1,12 @@
 """Host weighers: the base class, the handler that normalises and sums.
 
 A weigher returns raw numbers for what it measures; the handler scales each
-weigher's numbers to [0, 1] over the candidate hosts (stretching the range
-to include the weigher's ``minval``/``maxval`` when set, as nova does),
-multiplies by the weigher's multiplier and adds them up. Hosts are then
-ordered by total weight, highest first, keeping the filter order on ties.
+weigher's numbers to [0, 1] over the candidate hosts, multiplies by the
+weigher's multiplier and adds them up. As in nova, a weigher's ``minval``
+and ``maxval``, when set, bound its raw numbers (a host with negative free
+RAM weighs as 0 free RAM) and are the ends of the range it is scaled
+over. Hosts are then ordered by total weight, highest first, keeping the
+filter order on ties.
 """
 
 from __future__ import annotations
@@ -54,14 +56,20 @@ class BaseHostWeigher:
 def normalize(
     weights: np.ndarray, minval: float | None = None, maxval: float | None = None
 ) -> np.ndarray:
-    """Scale to [0, 1] over a range that includes minval/maxval when given."""
+    """Scale to [0, 1]: 0 at minval (or the smallest weight), 1 at maxval
+    (or the largest); weights beyond minval/maxval are clamped to them first
+    (nova's BaseWeigher.weigh_objects then normalize). All equal: zeros.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
     if not len(weights):
-        return weights.astype(np.float64)
-    lo = float(weights.min()) if minval is None else min(float(minval), float(weights.min()))
-    hi = float(weights.max()) if maxval is None else max(float(maxval), float(weights.max()))
+        return weights
+    if minval is not None or maxval is not None:
+        weights = np.clip(weights, minval, maxval)
+    lo = float(weights.min()) if minval is None else float(minval)
+    hi = float(weights.max()) if maxval is None else float(maxval)
     if lo == hi:
         return np.zeros(len(weights), dtype=np.float64)
-    return (weights.astype(np.float64) - lo) / (hi - lo)
+    return (weights - lo) / (hi - lo)
 
 
 @dataclasses.dataclass

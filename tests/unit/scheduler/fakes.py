@@ -6,7 +6,7 @@ import itertools
 import time
 from typing import Any, Iterable
 
-from nova_sched.scheduler import request
+from nova_sched.scheduler import request, weights
 from nova_sched.scheduler.host_state import AggregateInfo, HostState, HostTable
 
 # Column values a node dict may carry (anything else describes the node).
@@ -125,3 +125,15 @@ def passes(flt, table: HostTable, spec) -> list[tuple[str, str]]:
     rows = table.active_rows()
     mask = flt.filter_all(table, rows, spec)
     return [(table.states[r].host, table.states[r].nodename) for r in rows[mask]]
+
+
+class FewestInstancesWeigher(weights.BaseHostWeigher):
+    """A custom weigher that only implements ``_weigh_object`` (loaded by
+    dotted path in tests): prefers hosts with fewer instances."""
+
+    def _weigh_object(self, host_state, spec) -> float:
+        return -host_state.num_instances
+
+
+class NotAWeigher:
+    """Something a dotted path can name that is not a weigher."""

@@ -334,5 +334,6 @@ def test_failed_cast_fails_only_that_instance_and_frees_its_claim(manager, ctxt)
     assert [_instance(u).vm_state for u in (first, second, third)] == [
         "building", "error", "building"]
     assert "ConnectionError: broker went away" in _faults(second)[0]
+    assert _instance(second).host is None
     assert _claimed("c1") == 2000
     assert _events(second)[0][2] == "Error"
