@@ -316,7 +316,7 @@ def _release_conf() -> None:
     # Leave no required sub-command behind on the global CONF for the next
     # parse in this process (tests, the embedded demo).
     CONF.clear()
-    pass
+    CONF.unregister_opt(_CATEGORY_OPT)
 
 
 @contextlib.contextmanager
