@@ -135,39 +135,57 @@ def set_metadata(name: str, metadata: dict[str, Any]) -> dict[str, Any]:
 def list_all() -> list[dict[str, Any]]:
     """Every aggregate by name: id, name, availability_zone, hosts, metadata."""
     with db_api.session_scope() as session:
-        aggs = session.scalars(
-            sa.select(models.Aggregate).order_by(models.Aggregate.name)
-        ).all()
-        return _describe(session, aggs)
+        return _list(session)
 
 
 def load_for_cache() -> list[AggregateInfo]:
     """Every aggregate as the host-state store holds it.
 
-    Read ``stamp()`` before calling this: a change that lands in between
-    then shows as a newer stamp next time, never as a missed one.
+    Read ``stamp()`` before calling this (or use ``load_with_stamp``): a
+    change that lands in between then shows as a newer stamp next time,
+    never as a missed one.
     """
-    return [
-        AggregateInfo(
-            id=agg["id"],
-            name=agg["name"],
-            hosts=frozenset(agg["hosts"]),
-            metadata=agg["metadata"],
-        )
-        for agg in list_all()
-    ]
+    return [_info(agg) for agg in list_all()]
+
+
+@db_api.retry_on_disconnect
+def load_with_stamp() -> tuple[int, list[AggregateInfo]]:
+    """The change stamp and every aggregate, the stamp read first."""
+    with db_api.session_scope() as session:
+        value = _read_stamp(session)
+        return value, [_info(agg) for agg in _list(session)]
 
 
 @db_api.retry_on_disconnect
 def stamp() -> int:
     """Microseconds stamp of the last aggregate change; 0 when never changed."""
     with db_api.session_scope() as session:
-        value = session.scalar(
-            sa.select(models.ChangeCounter.value).where(
-                models.ChangeCounter.name == STAMP_NAME
-            )
+        return _read_stamp(session)
+
+
+def _read_stamp(session) -> int:
+    value = session.scalar(
+        sa.select(models.ChangeCounter.value).where(
+            models.ChangeCounter.name == STAMP_NAME
         )
-        return int(value or 0)
+    )
+    return int(value or 0)
+
+
+def _list(session) -> list[dict[str, Any]]:
+    aggs = session.scalars(
+        sa.select(models.Aggregate).order_by(models.Aggregate.name)
+    ).all()
+    return _describe(session, aggs)
+
+
+def _info(agg: dict[str, Any]) -> AggregateInfo:
+    return AggregateInfo(
+        id=agg["id"],
+        name=agg["name"],
+        hosts=frozenset(agg["hosts"]),
+        metadata=agg["metadata"],
+    )
 
 
 def _bump_stamp(session) -> None:

@@ -138,6 +138,7 @@ def test_load_for_cache(db):
     assert info.name == "rack1"
     assert info.hosts == frozenset({"h1", "h2"})
     assert info.metadata == {"availability_zone": "az1", "ssd": "true"}
+    assert aggregates.load_with_stamp() == (aggregates.stamp(), [info])
 
 
 def test_every_mutation_moves_the_stamp_and_failures_do_not(db):
