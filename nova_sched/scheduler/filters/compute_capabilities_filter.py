@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import logging
+from typing import Callable
 
 import numpy as np
 
@@ -26,6 +27,16 @@ class _Requirement:
     # An unscoped key ("free_ram_mb") applies only to hosts that have such
     # an attribute or stats entry; other hosts ignore it.
     unscoped: bool
+    check: Callable[[str], bool] = dataclasses.field(compare=False, repr=False)
+    # Outcome per capability string: hosts of one kind share their values.
+    outcomes: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def matches(self, cap) -> bool:
+        text = str(cap)
+        outcome = self.outcomes.get(text)
+        if outcome is None:
+            outcome = self.outcomes[text] = bool(self.check(text))
+        return outcome
 
 
 @functools.lru_cache(maxsize=4096)
@@ -76,9 +87,13 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
         for key, req in spec.extra_specs.items():
             scope = str(key).split(":")
             if len(scope) == 1:
-                parsed.append(_Requirement(key, tuple(scope), str(req), True))
+                path, unscoped = tuple(scope), True
             elif scope[0] == _SCOPE:
-                parsed.append(_Requirement(key, tuple(scope[1:]), str(req), False))
+                path, unscoped = tuple(scope[1:]), False
+            else:
+                continue
+            parsed.append(_Requirement(str(key), path, str(req), unscoped,
+                                       extra_specs_ops.matcher(req)))
         reqs = tuple(parsed)
         self._parsed = (spec, spec.extra_specs, reqs)
         return reqs
@@ -121,7 +136,7 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
                 if LOG.isEnabledFor(logging.DEBUG):
                     LOG.debug("%s fails: no capability %s", host_state, requirement.key)
                 return False
-            if not extra_specs_ops.match(str(cap), requirement.req):
+            if not requirement.matches(cap):
                 if LOG.isEnabledFor(logging.DEBUG):
                     LOG.debug(
                         "%s fails extra spec %s: %r does not match %r",

@@ -58,6 +58,32 @@ _OPERATORS = {
 OPERATORS = frozenset(_OPERATORS) | {"<or>", "<all-in>"}
 
 
+def matcher(req):
+    """``req`` compiled once: a function of the value, ``match(value, req)``.
+
+    Filters that test one requirement against many hosts use this to parse
+    the requirement once.
+    """
+    if not isinstance(req, str):
+        req = str(req)
+    words = req.split()
+    op = words[0] if words else None
+    if op not in _OPERATORS and op not in ("<or>", "<all-in>"):
+        return lambda value: value == req
+    operands = words[1:]
+    if op == "<or>":
+        # nova reads "<or> v1 <or> v2 <or> v3": the candidates sit at every
+        # other word, whatever separates them; a trailing "<or>" is ignored.
+        candidates = frozenset(operands[::2])
+        return lambda value: value is not None and value in candidates
+    if not operands:
+        return lambda value: False
+    if op == "<all-in>":
+        return lambda value: value is not None and all(w in value for w in operands)
+    compare, operand = _OPERATORS[op], operands[0]
+    return lambda value: value is not None and compare(value, operand)
+
+
 def match(value, req) -> bool:
     """True when ``value`` satisfies the requirement string ``req``.
 
@@ -66,21 +92,4 @@ def match(value, req) -> bool:
     """
     if value is not None and not isinstance(value, str):
         value = str(value)
-    if not isinstance(req, str):
-        req = str(req)
-    words = req.split()
-    op = words[0] if words else None
-    if op not in _OPERATORS and op not in ("<or>", "<all-in>"):
-        return value == req
-    if value is None:
-        return False
-    operands = words[1:]
-    if op == "<or>":
-        # nova reads "<or> v1 <or> v2 <or> v3": the candidates sit at every
-        # other word, whatever separates them; a trailing "<or>" is ignored.
-        return value in operands[::2]
-    if not operands:
-        return False
-    if op == "<all-in>":
-        return all(word in value for word in operands)
-    return _OPERATORS[op](value, operands[0])
+    return matcher(req)(value)

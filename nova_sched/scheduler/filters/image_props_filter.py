@@ -134,6 +134,35 @@ class _ImageRequirement:
     props: tuple  # canonical (arch, hv_type, vm_mode), None where not asked
     version: list | None  # parsed img_hv_requested_version
     invalid_version: str | None = None
+    # Outcomes per supported_instances entry and per hypervisor version:
+    # hosts of one kind share them, so each is worked out once a request.
+    entry_outcomes: dict = dataclasses.field(default_factory=dict, compare=False)
+    version_outcomes: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    def entry_matches(self, item) -> bool:
+        try:
+            key = tuple(item)
+            outcome = self.entry_outcomes.get(key)
+        except TypeError:  # not a sequence of names
+            return False
+        if outcome is None:
+            triple = _canonical_triple(key)
+            # nova checks each asked-for value against the whole entry, not
+            # position by position.
+            outcome = all(p is None or p in triple for p in self.props)
+            self.entry_outcomes[key] = outcome
+        return outcome
+
+    def version_matches(self, hv_version) -> bool:
+        if not hv_version or (self.version is None and not self.invalid_version):
+            return True
+        if self.invalid_version:
+            return False
+        outcome = self.version_outcomes.get(hv_version)
+        if outcome is None:
+            outcome = version_satisfies(hv_version, self.version)
+            self.version_outcomes[hv_version] = outcome
+        return outcome
 
 
 def _image_prop(props: dict, names: tuple[str, str]):
@@ -192,23 +221,10 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         supported = host_state.supported_instances
         if not supported:
             return False
-        hv_version = host_state.hypervisor_version
-        check_version = bool(hv_version) and (
-            requirement.version is not None or requirement.invalid_version
-        )
-        if check_version:
-            if requirement.invalid_version:
-                return False
-            if not version_satisfies(hv_version, requirement.version):
-                return False
+        if not requirement.version_matches(host_state.hypervisor_version):
+            return False
         for item in supported:
-            try:
-                triple = _canonical_triple(tuple(item))
-            except TypeError:
-                continue
-            # nova checks each asked-for value against the whole entry, not
-            # position by position.
-            if all(p is None or p in triple for p in requirement.props):
+            if requirement.entry_matches(item):
                 return True
         return False
 
