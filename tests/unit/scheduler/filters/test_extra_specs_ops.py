@@ -114,3 +114,10 @@ def test_nothing_is_evaluated():
 
 def test_operator_words():
     assert {"=", "<or>", "<all-in>", "s>="} <= extra_specs_ops.OPERATORS
+
+
+def test_compiled_matcher_agrees_with_match():
+    for req in ["= 4", "<or> a <or> b", "<all-in> x y", "plain", "s< m", "<in>"]:
+        check = extra_specs_ops.matcher(req)
+        for value in ["4", "5", "a", "b", "xy", "plain", "c", "", None]:
+            assert check(value) == extra_specs_ops.match(value, req), (req, value)
