@@ -72,8 +72,7 @@ class HostManager:
         """Reload every node, service and aggregate from the database."""
         started_us = db_api.now_us()
         nodes, services = db_nodes.load_changed(0)
-        aggregates = db_aggregates.load_for_cache()
-        stamp = db_aggregates.stamp()
+        stamp, aggregates = db_aggregates.load_with_stamp()
         fresh = HostTable(capacity=max(64, len(nodes)))
         with self.lock:
             self.table = fresh
@@ -98,10 +97,9 @@ class HostManager:
             return
         started_us = db_api.now_us()
         nodes, services = db_nodes.load_changed(self._last_refresh_us - _OVERLAP_US)
-        stamp = db_aggregates.stamp()
-        aggregates = (
-            db_aggregates.load_for_cache() if stamp != self._aggregate_stamp else None
-        )
+        aggregates = None
+        if db_aggregates.stamp() != self._aggregate_stamp:
+            stamp, aggregates = db_aggregates.load_with_stamp()
         with self.lock:
             for service in services:
                 self._apply_service(service)

@@ -7,24 +7,15 @@ answer skips the test with the reason (any other failure fails it).
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from typing import Iterator
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
-
-SERVERS = {
-    "postgresql": ("postgresql+psycopg2://postgres@127.0.0.1:5432/", "postgres"),
-    "mysql": ("mysql+pymysql://root@127.0.0.1:3306/", ""),
-}
-_UNREACHABLE = ("connect", "refused", "timed out", "timeout", "no route")
-
+from tests.db_backends import temporary_database
 
 @pytest.fixture
 def db() -> Iterator[sa.Engine]:
@@ -36,35 +27,6 @@ def db() -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-@contextlib.contextmanager
-def server_database(kind: str) -> Iterator[str]:
-    """Yield the URL of a new empty database on ``kind``'s server; drop it after."""
-    base, admin_db = SERVERS[kind]
-    admin = sa.create_engine(base + admin_db, isolation_level="AUTOCOMMIT")
-    name = f"nova_sched_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    except sa_exc.OperationalError as err:
-        admin.dispose()
-        text = str(err.orig).lower()
-        if any(marker in text for marker in _UNREACHABLE):
-            pytest.skip(f"{kind} server at {base} unreachable: {str(err.orig)[:160]}")
-        raise
-    try:
-        yield base + name
-    finally:
-        with admin.connect() as conn:
-            if kind == "postgresql":
-                # Pooled connections of the code under test may linger.
-                conn.exec_driver_sql(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-                )
-            conn.exec_driver_sql(f"DROP DATABASE {name}")
-        admin.dispose()
-
-
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def empty_engine(request, tmp_path) -> Iterator[sa.Engine]:
     """An engine on an empty database of each supported backend."""
@@ -73,7 +35,7 @@ def empty_engine(request, tmp_path) -> Iterator[sa.Engine]:
         yield engine
         engine.dispose()
         return
-    with server_database(request.param) as url:
+    with temporary_database(request.param) as url:
         engine = db_api.create_engine(url)
         try:
             yield engine
