@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need, makes sure RabbitMQ
+# runs, then runs pytest over the whole tests/ tree and exits with its
+# status. Works on a fresh Debian machine, as root, with CI=true and no
+# standard input. Extra arguments go to pytest (e.g. ./run_tests.sh -x).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+export DEBIAN_FRONTEND=noninteractive
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_NO_INPUT=1
+export PIP_ROOT_USER_ACTION=ignore
+# Debian's own python3 refuses pip installs without this (PEP 668).
+export PIP_BREAK_SYSTEM_PACKAGES=1
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo -n"
+fi
+
+# Debian packages: only what is missing.
+missing=()
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "run_tests: installing ${missing[*]}" >&2
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The package, its console scripts and the test extra (pytest, drivers).
+python3 -m pip install -q -e '.[test]' </dev/null
+
+# The functional suite talks to a real broker on 127.0.0.1:5672.
+tools/ensure_rabbitmq.sh
+
+exec python3 -m pytest -q "$@"
