@@ -86,7 +86,10 @@ def find_instance_uuids(request_spec: Any) -> list[str]:
     if isinstance(listed, (list, tuple)):
         uuids.extend(u for u in listed if isinstance(u, str) and u)
     props = request_spec.get("instance_properties")
-    if isinstance(props, dict):
+    # instance_properties carries the first instance's uuid; on a compute
+    # node's retry instance_uuids names only the instance being retried, so
+    # the properties' uuid counts only when nothing is listed.
+    if not uuids and isinstance(props, dict):
         uuid = props.get("uuid")
         if isinstance(uuid, str) and uuid and uuid not in uuids:
             uuids.append(uuid)
@@ -187,12 +190,11 @@ def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
             f"{MAX_INSTANCES_PER_REQUEST} per request",
             uuids,
         )
-    if instance_uuids and num != len(instance_uuids):
-        raise _fail(
-            f"num_instances is {num} but instance_uuids lists "
-            f"{len(instance_uuids)} instances",
-            uuids,
-        )
+    if instance_uuids:
+        # Havana schedules the listed instances and ignores num_instances:
+        # a compute node's retry narrows instance_uuids to the one instance
+        # and leaves num_instances as the original request had it.
+        num = len(instance_uuids)
 
     sizes: dict[str, int] = {}
     for field in _SIZE_FIELDS:

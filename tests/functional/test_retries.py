@@ -49,18 +49,23 @@ def _schedule_results(cloud, uuid_):
             if e["event"] == "schedule"]
 
 
-def test_failed_build_is_rescheduled_to_another_host(retry_cloud):
-    # Runs first: fail-big has no failed builds yet, so it weighs best.
-    spec, fprops, (uuid_,) = cloudlib.havana_request(cloudlib.named_flavor("m1.small"))
+def test_failed_builds_are_rescheduled_to_other_hosts(retry_cloud):
+    # Runs first: fail-big has no failed builds yet, so it weighs best and
+    # both instances of this multi-create land there first. Each comes back
+    # as Havana's compute sends it: instance_uuids narrowed to that one
+    # instance, num_instances left at 2.
+    spec, fprops, uuids = cloudlib.havana_request(cloudlib.named_flavor("m1.small"), 2)
     retry_cloud.client.run_instance(cloudlib.request_context(), spec, fprops,
                                     admin_password="retry-pw")
-    row = retry_cloud.wait_for_final([uuid_], timeout=60)[uuid_]
-    assert row["vm_state"] == "active", (row, retry_cloud.faults(uuid_))
-    assert row["host"] in ("ok-1", "ok-2"), row
-    assert row["host"] != "fail-big"
-    # The first attempt went to fail-big, which sent it back.
-    assert f"Build of instance {uuid_} failed on fail-big" in retry_cloud.log_text("fail-big")
-    assert _schedule_results(retry_cloud, uuid_) == ["Success", "Success"]
+    rows = retry_cloud.wait_for_final(uuids, timeout=60)
+    failing_log = retry_cloud.log_text("fail-big")
+    for uuid_ in uuids:
+        row = rows[uuid_]
+        assert row["vm_state"] == "active", (row, retry_cloud.faults(uuid_))
+        assert row["host"] in ("ok-1", "ok-2"), row
+        # The first attempt went to fail-big, which sent it back.
+        assert f"Build of instance {uuid_} failed on fail-big" in failing_log
+        assert _schedule_results(retry_cloud, uuid_) == ["Success", "Success"]
 
 
 def test_every_host_failing_ends_in_error(retry_cloud):
