@@ -21,6 +21,21 @@ embedding process such as the demo can create one server per host, all
 sharing the same endpoint object. ``NodeReporter`` sends every node's
 report to the scheduler at start and then periodically.
 
+Embedding many nodes in one process (the demo)::
+
+    store = fake.DatabaseInstanceStore()      # or None: no database
+    nodes = {f"node-{i}": fake.FakeComputeNode(f"node-{i}", vcpus=16,
+                 memory_mb=65536, local_gb=1000, rng=random.Random(i),
+                 instance_store=store) for i in range(n)}
+    endpoint = fake.FakeComputeEndpoint(nodes, SchedulerAPI(transport))
+    servers = [rpc.get_server(transport, messaging.Target(
+                   topic=CONF.compute_topic, server=host), [endpoint])
+               for host in nodes]             # the scheduler casts to compute.<host>
+    reporter = fake.NodeReporter(nodes.values(), endpoint.scheduler_api, 10)
+
+oslo.messaging gives one RPC server one ``server`` name, so one queue per
+host needs one server per host; the endpoint object is shared by all.
+
 Nothing here logs ``admin_password`` or the contents of ``injected_files``.
 """
 

@@ -143,7 +143,7 @@ class Broker:
 
 
 # -- the contract client ---------------------------------------------------
-def _client_conf(config_file: Path):
+def client_conf(config_file: Path):
     from oslo_config import cfg
 
     conf = cfg.ConfigOpts()
@@ -192,7 +192,7 @@ class ContractClient:
         import oslo_messaging as messaging
 
         self._messaging = messaging
-        self.conf = _client_conf(config_file)
+        self.conf = client_conf(config_file)
         self.transport = messaging.get_rpc_transport(self.conf)
         self.client = messaging.get_rpc_client(
             self.transport, messaging.Target(topic=topic, version="2.0"))
@@ -223,7 +223,7 @@ class NotificationCollector:
     def __init__(self, config_file: Path):
         import oslo_messaging as messaging
 
-        self.conf = _client_conf(config_file)
+        self.conf = client_conf(config_file)
         self.transport = messaging.get_notification_transport(self.conf)
         self.events: list[dict] = []
         self._cond = threading.Condition()

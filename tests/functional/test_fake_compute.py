@@ -56,7 +56,7 @@ def bench(rabbitmq, workdir):
     import oslo_messaging as messaging
 
     cloud = cloudlib.Cloud(workdir("fake_compute"), "fakecpu")
-    conf = cloudlib._client_conf(cloud.config_file)
+    conf = cloudlib.client_conf(cloud.config_file)
     transport = messaging.get_rpc_transport(conf)
     standin = _SchedulerStandIn(messaging)
     server = messaging.get_rpc_server(

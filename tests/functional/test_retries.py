@@ -14,6 +14,8 @@ retries off for a forced host.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import cloudlib
@@ -85,3 +87,21 @@ def test_every_host_failing_ends_in_error(retry_cloud):
     results = _schedule_results(retry_cloud, uuid_)
     assert results[-1] == "Error" and results.count("Success") == 3, results
     retry_cloud.assert_running()
+
+
+def test_claims_on_failed_hosts_are_released(retry_cloud):
+    # Runs last: every build on a failing host was sent back, so none of
+    # them may still hold a claim (CONTRACT: a retry releases the claim).
+    done = retry_cloud.run_manage("host", "list", "--json")
+    assert done.returncode == 0, done.stderr
+    hosts = {h["host"]: h for h in json.loads(done.stdout)}
+    assert set(RETRY_COMPUTES) <= set(hosts)
+    for name, (*_, fail) in RETRY_COMPUTES.items():
+        entry = hosts[name]
+        claimed = {k: v for k, v in entry.items() if k.startswith("claimed_")}
+        if fail:
+            assert entry["instances"] == 0, entry
+            assert not any(claimed.values()), entry
+    placed = sum(hosts[h]["instances"] for h in ("ok-1", "ok-2"))
+    active = retry_cloud.query("SELECT COUNT(*) AS n FROM instances WHERE vm_state = 'active'")
+    assert placed == active[0]["n"]
