@@ -475,13 +475,18 @@ class Cloud:
         self.compute_hosts.append(host)
         return self.spawn(host, entry_point("nova_sched.cmd.fake_compute", *args))
 
-    def stop(self, name: str, sig: int = signal.SIGTERM, timeout: float = 20) -> int | None:
-        """Signal one process and wait; returns its exit code (None if killed)."""
+    def stop(self, name: str, sig: int | None = signal.SIGTERM,
+             timeout: float = 20) -> int | None:
+        """Signal one process (unless ``sig`` is None) and wait for it.
+
+        Returns its exit code, or None when it had to be killed.
+        """
         proc = self.procs.get(name)
         if proc is None:
             return None
         if proc.poll() is None:
-            proc.send_signal(sig)
+            if sig is not None:
+                proc.send_signal(sig)
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -507,19 +512,24 @@ class Cloud:
             out.append(f"--- {name} ({self.logs[name]}) ---\n" + "\n".join(text))
         return "\n".join(out)
 
-    def close(self) -> None:
-        # Signal everything first so the ~1 s shutdowns overlap.
+    def close(self) -> dict[str, int | None]:
+        """Stop every process (one SIGTERM each), the client and the vhost.
+
+        Returns each process's exit code (None: it had to be killed).
+        """
+        # Signal everything first so the ~1 s shutdowns overlap; a second
+        # signal could land during interpreter shutdown and kill the process.
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for name in list(self.procs):
-            self.stop(name, timeout=20)
+        codes = {name: self.stop(name, sig=None) for name in list(self.procs)}
         if self._client is not None:
             self._client.cleanup()
             self._client = None
         if self._engine is not None:
             self._engine.dispose()
         self.broker.close()
+        return codes
 
     # -- the client and the database ----------------------------------
     @property

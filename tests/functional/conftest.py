@@ -20,6 +20,12 @@ import cloudlib
 SESSION_COMPUTES = cloudlib.SESSION_COMPUTES
 
 
+def _assert_clean_exit(codes: dict) -> None:
+    """The contract's SIGTERM behaviour, checked at every cloud's end."""
+    bad = {name: code for name, code in codes.items() if code != 0}
+    assert not bad, f"processes that did not exit 0 on SIGTERM: {bad}"
+
+
 @pytest.fixture(scope="session")
 def rabbitmq():
     if not cloudlib.rabbit_reachable():
@@ -63,4 +69,5 @@ def cloud(rabbitmq, workdir):
         listener = getattr(c, "notifications", None)
         if listener is not None:
             listener.close()
-        c.close()
+        codes = c.close()
+    _assert_clean_exit(codes)

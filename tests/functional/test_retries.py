@@ -43,7 +43,9 @@ def retry_cloud(rabbitmq, workdir):
         c.wait_for_nodes(list(RETRY_COMPUTES))
         yield c
     finally:
-        c.close()
+        codes = c.close()
+    assert all(code == 0 for code in codes.values()), \
+        f"processes that did not exit 0 on SIGTERM: {codes}"
 
 
 def _schedule_results(cloud, uuid_):
