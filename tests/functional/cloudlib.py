@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -103,6 +104,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
 
 
 # -- broker isolation ------------------------------------------------------
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class Broker:
     """A private vhost on the local RabbitMQ (deleted by ``close``)."""
 
@@ -115,9 +126,23 @@ class Broker:
         return subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True,
                               text=True, timeout=60, stdin=subprocess.DEVNULL)
 
+    _swept = False
+
+    def _sweep(self) -> None:
+        """Delete vhosts left by test runs whose process is gone (killed runs)."""
+        if Broker._swept:
+            return
+        Broker._swept = True
+        listed = self._ctl("list_vhosts")
+        for name in listed.stdout.split():
+            match = re.fullmatch(r"nova_sched_test_.+_p(\d+)", name)
+            if match and not _pid_alive(int(match.group(1))):
+                self._ctl("delete_vhost", name)
+
     def open(self) -> "Broker":
-        name = f"nova_sched_test_{self.tag}"
+        name = f"nova_sched_test_{self.tag}_p{os.getpid()}"
         if shutil.which("rabbitmqctl"):
+            self._sweep()
             made = self._ctl("add_vhost", name)
             if made.returncode == 0:
                 perm = self._ctl("set_permissions", "-p", name, BROKER_USER,
