@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     except (cfg.Error, ValueError) as err:
         print(f"{PROG}: {err}".splitlines()[0], file=sys.stderr)
         return 2
+    except SystemExit as exc:
+        # --help exits 0; argparse and oslo.config's range checks have
+        # already printed their one line: a bad command line is code 2.
+        if exc.code in (0, None):
+            raise
+        return 2
     logging.setup(CONF, PROG)
 
     node = fake.FakeComputeNode(
