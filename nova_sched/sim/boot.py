@@ -1,0 +1,203 @@
+"""The compute-api side of the demo: boot requests in, outcomes tracked.
+
+A client thread casts ``run_instance`` for each request through
+``SchedulerAPI`` (the real RPC path), keeping at most ``window`` instances
+in flight, as a compute API serving many users would: a request waits for
+room, so the latencies measured are those of a busy but not flooded
+scheduler rather than the length of a queue. An instance is done when its
+compute cast reaches the fake fleet (placed) or when the database shows it
+in ERROR (failed); the main thread polls the database for the latter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Callable
+
+import sqlalchemy as sa
+
+from nova_sched import rpc
+from nova_sched.db import api as db_api
+from nova_sched.db import models
+from nova_sched.sim.flavors import BootRequest
+
+# Instances in flight at once (cast, not yet placed or failed).
+DEFAULT_WINDOW = 4
+# Seconds between looks at the database for instances gone to ERROR (a
+# failure holds its place in the window until then; each look costs a
+# transaction, taken from the scheduler under the GIL).
+_ERROR_POLL_INTERVAL = 0.2
+# Seconds between redraws of the progress bar.
+_PROGRESS_INTERVAL = 0.1
+# Give up when nothing completes for this long (the run must end by itself).
+STALL_TIMEOUT = 60.0
+# A fake secret, so the demo exercises the path that must never log it.
+_ADMIN_PASSWORD = "sim-admin-password"
+
+
+class BootTracker:
+    """Cast and arrival times per instance uuid, and the in-flight window."""
+
+    def __init__(self, window: int):
+        self.window = max(int(window), 1)
+        self.cast_at: dict[str, float] = {}
+        self.arrived_at: dict[str, float] = {}
+        self.hosts: dict[str, str] = {}
+        self.failed_at: dict[str, float] = {}
+        self.late_arrivals = 0
+        self._in_flight = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    # -- client side --------------------------------------------------------
+    def wait_for_room(self, count: int) -> bool:
+        """Block until ``count`` more instances fit in the window."""
+        count = min(count, self.window)
+        with self._cond:
+            while not self._closed and self._in_flight + count > self.window:
+                self._cond.wait(0.5)
+            return not self._closed
+
+    def note_cast(self, uuids: list[str], at: float) -> None:
+        with self._cond:
+            for uuid in uuids:
+                self.cast_at[uuid] = at
+            self._in_flight += len(uuids)
+
+    def close(self) -> None:
+        """Wake and stop the client (the run is over or gave up)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- outcomes -----------------------------------------------------------
+    def _done(self, uuid: str) -> bool:
+        return uuid in self.arrived_at or uuid in self.failed_at
+
+    def note_arrival(self, uuid: str, host: str, at: float) -> None:
+        with self._cond:
+            if uuid not in self.cast_at:
+                return  # not one of ours
+            if self._done(uuid):
+                # A reschedule after a failed build reaches a second node:
+                # the first arrival is what the client waited for.
+                self.late_arrivals += 1
+                return
+            self.arrived_at[uuid] = at
+            self.hosts[uuid] = host
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def note_failed(self, uuids: list[str], at: float) -> None:
+        with self._cond:
+            for uuid in uuids:
+                if uuid in self.cast_at and not self._done(uuid):
+                    self.failed_at[uuid] = at
+                    self._in_flight -= 1
+            self._cond.notify_all()
+
+    def outstanding(self) -> list[str]:
+        with self._cond:
+            return [u for u in self.cast_at if not self._done(u)]
+
+    @property
+    def completed(self) -> int:
+        return len(self.arrived_at) + len(self.failed_at)
+
+    def last_completion(self) -> float | None:
+        times = list(self.arrived_at.values()) + list(self.failed_at.values())
+        return max(times) if times else None
+
+    def wait_change(self, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait(timeout)
+
+    def request_ms(self) -> list[float]:
+        """Cast-to-compute-cast latency of every placed instance, in ms."""
+        with self._cond:
+            return [(at - self.cast_at[u]) * 1000.0 for u, at in self.arrived_at.items()]
+
+
+@dataclasses.dataclass
+class BootOutcome:
+    first_cast: float
+    last_done: float
+    gave_up: bool
+    client_error: BaseException | None
+
+
+def _errored(uuids: list[str]) -> list[str]:
+    """Those of ``uuids`` in vm_state ERROR in the database."""
+    if not uuids:
+        return []
+    with db_api.session_scope() as session:
+        return list(session.execute(
+            sa.select(models.Instance.uuid).where(
+                models.Instance.uuid.in_(uuids),
+                models.Instance.vm_state == "error",
+            )
+        ).scalars())
+
+
+def _client(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
+            errors: list) -> None:
+    try:
+        for req in requests:
+            uuids = req.instance_uuids
+            if not tracker.wait_for_room(len(uuids)):
+                return
+            props = req.request_spec["instance_properties"]
+            ctxt = rpc.RequestContext(user_id=props["user_id"],
+                                      project_id=props["project_id"])
+            tracker.note_cast(uuids, time.perf_counter())
+            scheduler_api.run_instance(ctxt, req.request_spec, _ADMIN_PASSWORD, [],
+                                       None, True, req.filter_properties)
+    except BaseException as err:  # reported by boot(), never lost in a thread
+        errors.append(err)
+
+
+def boot(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
+         progress: Callable[[int, int, int], None] | None = None,
+         stall_timeout: float = STALL_TIMEOUT) -> BootOutcome:
+    """Cast every request and wait until each instance is placed or failed.
+
+    Returns early (``gave_up``) if nothing completes for ``stall_timeout``
+    seconds or the client thread fails.
+    """
+    total = sum(len(r.instance_uuids) for r in requests)
+    errors: list[BaseException] = []
+    first_cast = time.perf_counter()
+    client = threading.Thread(target=_client, name="sim-compute-api",
+                              args=(scheduler_api, requests, tracker, errors),
+                              daemon=True)
+    client.start()
+    last_progress = time.monotonic()
+    last_count = -1
+    gave_up = False
+    next_poll = 0.0
+    while tracker.completed < total:
+        now = time.monotonic()
+        if now >= next_poll:
+            failed = _errored(tracker.outstanding())
+            if failed:
+                tracker.note_failed(failed, time.perf_counter())
+            next_poll = now + _ERROR_POLL_INTERVAL
+        count = tracker.completed
+        if count != last_count:
+            last_count, last_progress = count, now
+        elif now - last_progress > stall_timeout:
+            gave_up = True
+            break
+        if errors and not client.is_alive() and not tracker.outstanding():
+            gave_up = True  # the client died: what it never cast never ends
+            break
+        if progress is not None:
+            progress(count, len(tracker.arrived_at), len(tracker.failed_at))
+        tracker.wait_change(_PROGRESS_INTERVAL)
+    tracker.close()
+    client.join(timeout=5)
+    last = tracker.last_completion() or time.perf_counter()
+    return BootOutcome(first_cast=first_cast, last_done=last, gave_up=gave_up,
+                       client_error=errors[0] if errors else None)

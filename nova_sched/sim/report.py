@@ -1,0 +1,253 @@
+"""The demo's figures: gathered from the database and the timers, then shown.
+
+``summarize`` builds one dict (the ``--json`` object); ``format_text``
+renders it as the terminal summary; ``plot`` draws per-host utilisation
+with matplotlib (an optional extra, ``pip install nova-sched[plot]``).
+
+Utilisation is read from the database's claims (the ``allocations``
+table), as a share of each node's allocatable capacity, Havana's
+``total x allocation_ratio - reserved``: 100% means the scheduler can put
+nothing more of that resource there.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from nova_sched.conf import CONF
+from nova_sched.db import api as db_api
+from nova_sched.db import models
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Counts that differ between otherwise identical NoValidHost reasons.
+_COUNTS = re.compile(r"(?<=/)\d+|(?<=removed )\d+")
+_SQL_CHUNK = 500
+
+
+def reason_group(message: str) -> str:
+    """A fault message with its instance-specific numbers and uuids masked."""
+    return _COUNTS.sub("N", _UUID.sub("<uuid>", message or "(no fault recorded)"))
+
+
+def _percentiles(values, points=(50, 99)) -> dict[str, float]:
+    if not len(values):
+        return {f"p{p}": 0.0 for p in points}
+    got = np.percentile(np.asarray(values, dtype=np.float64), points)
+    return {f"p{p}": round(float(v), 3) for p, v in zip(points, got)}
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    if not len(values):
+        return {"min": 0.0, "mean": 0.0, "max": 0.0}
+    return {"min": round(float(values.min()), 4),
+            "mean": round(float(values.mean()), 4),
+            "max": round(float(values.max()), 4)}
+
+
+def failure_reasons(uuids: list[str]) -> list[dict[str, Any]]:
+    """Fault messages of the failed instances, grouped, most common first."""
+    messages: dict[str, str] = {}
+    with db_api.session_scope() as session:
+        for start in range(0, len(uuids), _SQL_CHUNK):
+            chunk = uuids[start:start + _SQL_CHUNK]
+            rows = session.execute(
+                sa.select(models.InstanceFault.instance_uuid,
+                          models.InstanceFault.message)
+                .where(models.InstanceFault.instance_uuid.in_(chunk))
+                .order_by(models.InstanceFault.id)
+            ).all()
+            for uuid, message in rows:
+                messages[uuid] = message  # the latest fault wins
+    groups = collections.Counter(reason_group(messages.get(u, "")) for u in uuids)
+    return [{"reason": reason, "count": count}
+            for reason, count in groups.most_common()]
+
+
+def host_usage() -> list[dict[str, Any]]:
+    """Per node: capacity, allocatable capacity and the sum of its claims."""
+    fs = CONF.filter_scheduler
+    cn, alloc = models.ComputeNode, models.Allocation
+    claims = (
+        sa.select(alloc.compute_node_id.label("node_id"),
+                  sa.func.sum(alloc.memory_mb).label("memory_mb"),
+                  sa.func.sum(alloc.vcpus).label("vcpus"),
+                  sa.func.sum(alloc.disk_mb).label("disk_mb"),
+                  sa.func.count().label("instances"))
+        .group_by(alloc.compute_node_id)
+        .subquery()
+    )
+    with db_api.session_scope() as session:
+        rows = session.execute(
+            sa.select(cn.host, cn.hypervisor_hostname, cn.memory_mb, cn.vcpus,
+                      cn.local_gb, cn.reserved_host_memory_mb, cn.reserved_host_cpus,
+                      cn.reserved_host_disk_mb, claims.c.memory_mb, claims.c.vcpus,
+                      claims.c.disk_mb, claims.c.instances)
+            .outerjoin(claims, claims.c.node_id == cn.id)
+            .where(cn.deleted == sa.false())
+            .order_by(cn.host)
+        ).all()
+    usage = []
+    for (host, node, memory_mb, vcpus, local_gb, res_mem, res_cpus, res_disk,
+         c_mem, c_cpus, c_disk, count) in rows:
+        usage.append({
+            "host": host,
+            "node": node,
+            "instances": int(count or 0),
+            "ram_claimed_mb": int(c_mem or 0),
+            "ram_allocatable_mb": memory_mb * fs.ram_allocation_ratio - (res_mem or 0),
+            "vcpu_claimed": int(c_cpus or 0),
+            "vcpu_allocatable": vcpus * fs.cpu_allocation_ratio - (res_cpus or 0),
+            "disk_claimed_mb": int(c_disk or 0),
+            "disk_allocatable_mb": (local_gb * 1024 * fs.disk_allocation_ratio
+                                    - (res_disk or 0)),
+        })
+    return usage
+
+
+def _shares(usage: list[dict], resource: str) -> np.ndarray:
+    unit = {"ram": "_mb", "vcpu": "", "disk": "_mb"}[resource]
+    claimed = np.array([u[f"{resource}_claimed{unit}"] for u in usage], dtype=float)
+    allocatable = np.array([u[f"{resource}_allocatable{unit}"] for u in usage],
+                           dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(allocatable > 0, claimed / allocatable, 0.0)
+
+
+def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outcome,
+              driver, startup_s: float, total_s: float, window: int,
+              reschedules: int) -> dict[str, Any]:
+    """The run's figures as one JSON-ready dict."""
+    failed = sorted(tracker.failed_at)
+    boot_s = max(outcome.last_done - outcome.first_cast, 1e-9)
+    stats = getattr(driver, "stats", None)
+    decisions = stats.count if stats is not None else 0
+    decision_pcts = stats.percentiles_ms(50, 99) if stats is not None else {50: 0, 99: 0}
+    usage = host_usage()
+    violations = [
+        u["host"] for u in usage
+        if u["ram_claimed_mb"] > u["ram_allocatable_mb"]
+        or u["vcpu_claimed"] > u["vcpu_allocatable"]
+        or u["disk_claimed_mb"] > u["disk_allocatable_mb"]
+    ]
+    flavors = collections.Counter()
+    for req in requests:
+        flavors[req.flavor.name] += len(req.instance_uuids)
+    return {
+        "hosts": hosts,
+        "instances": instances,
+        "requests": len(requests),
+        "seed": seed,
+        "placed": len(tracker.arrived_at),
+        "failed": len(failed),
+        "lost": instances - len(tracker.arrived_at) - len(failed),
+        "failures": failure_reasons(failed),
+        "decisions": decisions,
+        "decisions_per_second": round(decisions / boot_s, 1),
+        "decision_ms": {k: round(float(v), 3) for k, v in
+                        zip(("p50", "p99"), (decision_pcts[50], decision_pcts[99]))},
+        "request_ms": _percentiles(tracker.request_ms()),
+        "utilisation": {res: _spread(_shares(usage, res))
+                        for res in ("ram", "vcpu", "disk")},
+        "instances_per_host": _spread(np.array([u["instances"] for u in usage],
+                                               dtype=float)),
+        "capacity_violations": len(violations),
+        "reschedules": reschedules,
+        "window": window,
+        "flavors": dict(flavors.most_common()),
+        "elapsed_s": {"startup": round(startup_s, 2), "boot": round(boot_s, 2),
+                      "total": round(total_s, 2)},
+        "gave_up": outcome.gave_up,
+    }
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:5.1f}%"
+
+
+def format_text(summary: dict[str, Any]) -> str:
+    """The terminal summary."""
+    s = summary
+    lines = [
+        f"nova-sched-sim: {s['hosts']} hosts, {s['instances']} instances in "
+        f"{s['requests']} requests (seed {s['seed']}, {s['window']} in flight)",
+        f"  placed              {s['placed']}",
+        f"  failed              {s['failed']}",
+    ]
+    for group in s["failures"]:
+        lines.append(f"    {group['count']:6d}  {group['reason']}")
+    if s["lost"]:
+        lines.append(f"  unfinished          {s['lost']} (neither placed nor failed "
+                     "when the run gave up)")
+    if s["reschedules"]:
+        lines.append(f"  reschedules         {s['reschedules']} (builds refused by "
+                     "a fake node and sent back)")
+    d, r = s["decision_ms"], s["request_ms"]
+    lines += [
+        f"  decisions/s         {s['decisions_per_second']:.1f}  ({s['decisions']} "
+        f"decisions in {s['elapsed_s']['boot']:.1f} s)",
+        f"  decision_ms         p50 {d['p50']:.2f}  p99 {d['p99']:.2f}"
+        "   (inside the driver, per instance)",
+        f"  request_ms          p50 {r['p50']:.2f}  p99 {r['p99']:.2f}"
+        "   (client cast -> compute cast arrival)",
+        "  utilisation          min    mean    max   (claims / allocatable, per host)",
+    ]
+    for res, label in (("ram", "RAM"), ("vcpu", "vCPU"), ("disk", "disk")):
+        u = s["utilisation"][res]
+        lines.append(f"    {label:<16}{_pct(u['min'])}  {_pct(u['mean'])}  "
+                     f"{_pct(u['max'])}")
+    n = s["instances_per_host"]
+    lines.append(f"    {'instances/host':<16}{n['min']:6.0f}  {n['mean']:6.1f}  "
+                 f"{n['max']:6.0f}")
+    if s["capacity_violations"]:
+        lines.append(f"  OVERCOMMITTED HOSTS {s['capacity_violations']}")
+    e = s["elapsed_s"]
+    lines.append(f"  wall time           {e['total']:.1f} s (startup {e['startup']:.1f} s, "
+                 f"boot {e['boot']:.1f} s)")
+    return "\n".join(lines)
+
+
+def plot_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot(path: str, usage: list[dict[str, Any]], shapes: dict[str, Any],
+         title: str) -> None:
+    """Per-host RAM and vCPU utilisation, hosts grouped by shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    ram = _shares(usage, "ram") * 100
+    vcpu = _shares(usage, "vcpu") * 100
+    kinds = [getattr(shapes.get(u["host"]), "name", "?") for u in usage]
+    order = sorted(range(len(usage)), key=lambda i: (kinds[i], -ram[i]))
+    fig, axes = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True)
+    colours = {}
+    palette = plt.get_cmap("tab10")
+    for kind in sorted(set(kinds)):
+        colours[kind] = palette(len(colours) % 10)
+    x = np.arange(len(order))
+    for ax, values, label in ((axes[0], ram, "RAM"), (axes[1], vcpu, "vCPU")):
+        ax.bar(x, values[order], width=1.0,
+               color=[colours[kinds[i]] for i in order], linewidth=0)
+        ax.set_ylabel(f"{label} claimed\n% of allocatable")
+        ax.set_ylim(0, max(100.0, float(values.max()) * 1.05 if len(values) else 100))
+        ax.grid(axis="y", alpha=0.3)
+    axes[1].set_xlabel("hosts, grouped by shape (sorted by RAM use within a shape)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    axes[0].legend(handles, list(colours), loc="upper right", fontsize="small",
+                   ncol=len(colours))
+    axes[0].set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
