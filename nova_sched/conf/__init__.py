@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from nova_sched.conf import database, default, filter_scheduler, scheduler
+from nova_sched.conf import (database, default, filter_scheduler, metrics, pci,
+                             scheduler)
 
 CONF = cfg.CONF
 
-_MODULES = (default, database, scheduler, filter_scheduler)
+_MODULES = (default, database, scheduler, filter_scheduler, metrics, pci)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

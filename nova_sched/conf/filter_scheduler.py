@@ -39,8 +39,7 @@ filter_scheduler_opts = [
         deprecated_group="DEFAULT",
         help="Filters applied to every request, in this order, by class "
         "name. Each must be among available_filters; an unknown name stops "
-        "the daemon at start-up. Names of filters that a release of "
-        "nova-sched does not provide yet are reported at start-up.",
+        "the daemon at start-up.",
     ),
     cfg.ListOpt(
         "weight_classes",
@@ -108,6 +107,29 @@ filter_scheduler_opts = [
         default=True,
         help="IsolatedHostsFilter: keep other images off isolated_hosts.",
     ),
+    cfg.StrOpt(
+        "aggregate_image_properties_isolation_namespace",
+        help="AggregateImagePropertiesIsolation: only aggregate metadata "
+        "keys in this namespace (prefix) are compared with image "
+        "properties.",
+    ),
+    cfg.StrOpt(
+        "aggregate_image_properties_isolation_separator",
+        default=".",
+        help="AggregateImagePropertiesIsolation: separator between the "
+        "namespace and the key.",
+    ),
+    cfg.StrOpt(
+        "image_properties_default_architecture",
+        choices=["alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris",
+                 "i686", "ia64", "lm32", "m68k", "microblaze", "microblazeel",
+                 "mips", "mipsel", "mips64", "mips64el", "openrisc", "parisc",
+                 "parisc64", "ppc", "ppcle", "ppc64", "ppc64le", "ppcemb",
+                 "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64",
+                 "unicore32", "x86_64", "xtensa", "xtensaeb"],
+        help="ImagePropertiesFilter: architecture assumed for images that "
+        "state none. Unset: such images pass on any architecture.",
+    ),
     cfg.FloatOpt(
         "ram_weight_multiplier",
         default=1.0,
@@ -146,6 +168,12 @@ filter_scheduler_opts = [
         default=1000000.0,
         help="BuildFailureWeigher: large so that hosts failing builds sink "
         "below all others.",
+    ),
+    cfg.FloatOpt(
+        "hypervisor_version_weight_multiplier",
+        default=1.0,
+        help="HypervisorVersionWeigher: positive prefers newer hypervisors, "
+        "negative older ones.",
     ),
     cfg.FloatOpt(
         "num_instances_weight_multiplier",

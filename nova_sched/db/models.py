@@ -143,6 +143,10 @@ class ComputeNode(Base):
     supported_instances: Mapped[str | None] = mapped_column(Text)
     stats: Mapped[str | None] = mapped_column(Text)
     metrics: Mapped[str | None] = mapped_column(Text)
+    # JSON lists the node reports for PciPassthroughFilter and
+    # NUMATopologyFilter (pools of devices; NUMA cells).
+    pci_stats: Mapped[str | None] = mapped_column(Text)
+    numa_topology: Mapped[str | None] = mapped_column(Text)
     reserved_host_memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     reserved_host_disk_mb: Mapped[int] = mapped_column(Integer, default=0)
     reserved_host_cpus: Mapped[int] = mapped_column(Integer, default=0)

@@ -112,6 +112,16 @@ def validate(report: Any) -> dict:
                 )
     values["stats"] = _json_text(report.get("stats"), "stats", dict)
     values["metrics"] = _json_text(report.get("metrics"), "metrics", list)
+    values["pci_stats"] = _json_text(report.get("pci_stats"), "pci_stats", list)
+    values["numa_topology"] = _json_text(
+        report.get("numa_topology"), "numa_topology", dict)
+    for pool in json.loads(values["pci_stats"] or "[]"):
+        if not isinstance(pool, dict):
+            raise exception.InvalidComputeReport("pci_stats pools must be dicts")
+        count = pool.get("count", 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise exception.InvalidComputeReport(
+                "pci_stats pool count must be a whole non-negative number")
     for used, total in (
         ("reserved_host_memory_mb", "memory_mb"),
         ("reserved_host_cpus", "vcpus"),

@@ -151,6 +151,8 @@ class HostManager:
             supported_instances=_json(node["supported_instances"], []),
             stats=stats if isinstance(stats, dict) else {},
             metrics=_json(node["metrics"], []),
+            pci_stats=_json(node.get("pci_stats"), []),
+            numa_topology=_json(node.get("numa_topology"), None),
             disabled_reason=service["disabled_reason"] if service else None,
             reported={
                 "vcpus_used": node["vcpus_used"],
@@ -210,7 +212,8 @@ class HostManager:
                 "local_gb_used": None, "running_vms": None,
                 "hypervisor_type": None, "hypervisor_version": None,
                 "cpu_info": None, "host_ip": None, "supported_instances": None,
-                "stats": None, "metrics": None,
+                "stats": None, "metrics": None, "pci_stats": None,
+                "numa_topology": None,
                 "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0,
                 "reserved_host_cpus": 0,
             }

@@ -65,6 +65,10 @@ class HostState:
     supported_instances: list = dataclasses.field(default_factory=list)
     stats: dict = dataclasses.field(default_factory=dict)
     metrics: list = dataclasses.field(default_factory=list)
+    # [{vendor_id, product_id, count, ...}] pools the node reports.
+    pci_stats: list = dataclasses.field(default_factory=list)
+    # {"cells": [{"id", "cpus": [..], "memory_mb", ...}]} or None.
+    numa_topology: dict | None = None
     disabled_reason: str | None = None
     # Figures the node reported itself, kept for comparison with claims.
     reported: dict = dataclasses.field(default_factory=dict)

@@ -16,23 +16,48 @@ import dataclasses
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.scheduler import loadables
+from nova_sched.conf import CONF
+from nova_sched.scheduler import aggregate_metadata, loadables
 from nova_sched.scheduler.host_state import HostState, HostTable
 from nova_sched.scheduler.request import RequestSpec
 
 
 class BaseHostWeigher:
-    """Base class of weighers: override ``_weigh_object`` and ``weight_multiplier``."""
+    """Base class of weighers: override ``_weigh_object``.
+
+    ``multiplier_option`` names the option (in ``multiplier_group``)
+    holding the weigher's multiplier; the host aggregates' metadata key
+    ``metadata_key`` (by default the option's name) overrides it for their
+    hosts, the smallest value winning, as in nova.
+    """
 
     minval: float | None = None
     maxval: float | None = None
+    multiplier_option: str | None = None
+    multiplier_group: str = "filter_scheduler"
+    metadata_key: str | None = None
 
     @classmethod
     def name(cls) -> str:
         return cls.__name__
 
+    def _configured_multiplier(self) -> float:
+        if self.multiplier_option is None:
+            return 1.0
+        return float(getattr(getattr(CONF, self.multiplier_group),
+                             self.multiplier_option))
+
+    @property
+    def _metadata_key(self) -> str | None:
+        return self.metadata_key or self.multiplier_option
+
     def weight_multiplier(self, host_state: HostState | None = None) -> float:
-        return 1.0
+        default = self._configured_multiplier()
+        if host_state is None or self.multiplier_option is None:
+            return default
+        key = self._metadata_key
+        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
+        return aggregate_metadata.min_number(values, default, float, key)
 
     def _weigh_object(self, host_state: HostState, spec: RequestSpec) -> float:
         raise NotImplementedError
@@ -50,7 +75,18 @@ class BaseHostWeigher:
 
     def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
         """The multiplier for each of ``rows`` (a scalar when uniform)."""
-        return float(self.weight_multiplier())
+        key = self._metadata_key
+        if key is None or not any(key in agg.metadata for agg in table.aggregates):
+            return self.weight_multiplier()
+        # Only hosts in an aggregate carrying the key differ from the option.
+        result = np.full(len(rows), self._configured_multiplier(), dtype=np.float64)
+        overridden = {h for agg in table.aggregates if key in agg.metadata
+                      for h in agg.hosts}
+        for i, row in enumerate(rows):
+            state = table.states[row]
+            if state.host in overridden:
+                result[i] = self.weight_multiplier(state)
+        return result
 
 
 def normalize(

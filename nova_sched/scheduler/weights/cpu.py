@@ -13,8 +13,7 @@ from nova_sched.scheduler import weights
 class CPUWeigher(weights.BaseHostWeigher):
     minval = 0
 
-    def weight_multiplier(self, host_state=None) -> float:
-        return CONF.filter_scheduler.cpu_weight_multiplier
+    multiplier_option = "cpu_weight_multiplier"
 
     def _weigh_object(self, host_state, spec) -> float:
         ratio = CONF.filter_scheduler.cpu_allocation_ratio

@@ -6,15 +6,13 @@ the most free disk; a negative one stacks them.
 
 from __future__ import annotations
 
-from nova_sched.conf import CONF
 from nova_sched.scheduler import weights
 
 
 class DiskWeigher(weights.BaseHostWeigher):
     minval = 0
 
-    def weight_multiplier(self, host_state=None) -> float:
-        return CONF.filter_scheduler.disk_weight_multiplier
+    multiplier_option = "disk_weight_multiplier"
 
     def _weigh_object(self, host_state, spec) -> float:
         return host_state.free_disk_mb

@@ -6,15 +6,13 @@ the most free RAM; a negative one stacks them onto the fullest hosts.
 
 from __future__ import annotations
 
-from nova_sched.conf import CONF
 from nova_sched.scheduler import weights
 
 
 class RAMWeigher(weights.BaseHostWeigher):
     minval = 0
 
-    def weight_multiplier(self, host_state=None) -> float:
-        return CONF.filter_scheduler.ram_weight_multiplier
+    multiplier_option = "ram_weight_multiplier"
 
     def _weigh_object(self, host_state, spec) -> float:
         return host_state.free_ram_mb
