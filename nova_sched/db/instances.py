@@ -277,3 +277,29 @@ def event_finish(event_id: int, result: str, traceback: str | None = None) -> No
             .where(models.InstanceAction.id == action_id)
             .values(finish_time=now, message=result if result == "Error" else None)
         )
+
+
+@db_api.retry_on_disconnect
+def hosts_of(uuids: Iterable[str]) -> dict[str, str]:
+    """uuid -> host of the given instances that have one (claimed or placed).
+
+    A claim counts before the instance row has its host, so instances being
+    placed right now are found too.
+    """
+    uuids = [u for u in uuids if isinstance(u, str)]
+    if not uuids:
+        return {}
+    with db_api.session_scope() as session:
+        found = dict(session.execute(
+            sa.select(models.Allocation.instance_uuid, models.ComputeNode.host)
+            .join(models.ComputeNode,
+                  models.ComputeNode.id == models.Allocation.compute_node_id)
+            .where(models.Allocation.instance_uuid.in_(uuids))).all())
+        rest = [u for u in uuids if u not in found]
+        if rest:
+            found.update(session.execute(
+                sa.select(models.Instance.uuid, models.Instance.host).where(
+                    models.Instance.uuid.in_(rest),
+                    models.Instance.host.is_not(None),
+                    models.Instance.vm_state.not_in(("error", "deleted")))).all())
+        return found
