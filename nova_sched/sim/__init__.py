@@ -61,6 +61,9 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
                     done, f"placed {placed}  failed {failed}"))
             bar.close(tracker.completed, f"placed {len(tracker.arrived_at)}  "
                       f"failed {len(tracker.failed_at)}")
+            if outcome.client_error is not None:
+                raise RuntimeError(f"the compute-api client failed: "
+                                   f"{outcome.client_error!r}")
             reschedules = sum(n.builds_failed_total for n in sim.nodes.values())
         finally:
             sim.stop()
