@@ -1,9 +1,14 @@
-"""CoreFilter: enough vCPUs under ``cpu_allocation_ratio``."""
+"""CoreFilter and AggregateCoreFilter: enough vCPUs under the allocation ratio."""
 
 from __future__ import annotations
 
+import logging
+
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler.filters import per_aggregate
+
+LOG = logging.getLogger(__name__)
 
 
 class CoreFilter(filters.BaseHostFilter):
@@ -15,6 +20,11 @@ class CoreFilter(filters.BaseHostFilter):
     """
 
     def _ratio(self, host_state=None) -> float:
+        """The host's ratio: ``cpu_allocation_ratio``.
+
+        Variants override this hook; filter_all asks it once per distinct
+        set of aggregates, so it may depend on the host only through them.
+        """
         return CONF.filter_scheduler.cpu_allocation_ratio
 
     def host_passes(self, host_state, spec) -> bool:
@@ -23,15 +33,38 @@ class CoreFilter(filters.BaseHostFilter):
             return True
         if spec.vcpus > total:
             return False
-        return total * self._ratio(host_state) - host_state.vcpus_used >= spec.vcpus
+        free = total * self._ratio(host_state) - host_state.vcpus_used
+        if free < spec.vcpus:
+            if LOG.isEnabledFor(logging.DEBUG):
+                LOG.debug("%s does not have %d usable vCPUs, only %s", host_state,
+                          spec.vcpus, free)
+            return False
+        return True
 
     def filter_all(self, table, rows, spec):
         total = table.col("vcpus")[rows]
         used = table.col("claimed_vcpus")[rows] + table.col("reserved_cpus")[rows]
-        fits = (spec.vcpus <= total) & (total * self._ratio() - used >= spec.vcpus)
+        ratio = per_aggregate.per_row(table, rows, self._ratio)
+        fits = (spec.vcpus <= total) & (total * ratio - used >= spec.vcpus)
         return fits | (total == 0)
 
     def limits(self, host_state) -> dict:
         if not host_state.vcpus_total:
             return {}
         return {"vcpu": host_state.vcpus_total * self._ratio(host_state)}
+
+
+class AggregateCoreFilter(CoreFilter):
+    """CoreFilter with the ratio from the host's aggregates' ``cpu_allocation_ratio``.
+
+    The smallest of the aggregates' values wins; a host in no such
+    aggregate, or with a value that is not a number, uses the option.
+    """
+
+    def _ratio(self, host_state=None) -> float:
+        default = super()._ratio()
+        if host_state is None:
+            return default
+        key = "cpu_allocation_ratio"
+        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
+        return aggregate_metadata.min_number(values, default, float, key)

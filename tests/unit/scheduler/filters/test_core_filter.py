@@ -60,3 +60,52 @@ def test_limits():
     CONF.set_override("cpu_allocation_ratio", 3.0, "filter_scheduler")
     _, st = _host(vcpus=4, claimed_vcpus=2)
     assert CoreFilter().limits(st) == {"vcpu": 12.0}
+
+
+# -- AggregateCoreFilter -----------------------------------------------------
+
+def _aggregate_outcomes(requested_vcpus, aggregates, ratio=1.0, nodes=None):
+    """host -> passes (4-vCPU hosts with 4 claimed unless ``nodes``); asserts
+    filter_all and host_passes agree."""
+    from nova_sched.scheduler.filters.core_filter import AggregateCoreFilter
+
+    CONF.set_override("cpu_allocation_ratio", ratio, "filter_scheduler")
+    nodes = nodes or [dict(host=f"host{i}", vcpus=4, claimed_vcpus=4) for i in (1, 2, 3)]
+    table = fakes.make_table(nodes, aggregates=aggregates)
+    spec = fakes.make_spec(vcpus=requested_vcpus)
+    flt = AggregateCoreFilter()
+    rows = table.active_rows()
+    mask = flt.filter_all(table, rows, spec)
+    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
+    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
+    return one
+
+
+def test_aggregate_cpu_ratio_minimum_of_the_aggregates():
+    aggs = [dict(hosts={"host1", "host2"}, metadata={"cpu_allocation_ratio": "2"}),
+            dict(hosts={"host2"}, metadata={"cpu_allocation_ratio": "1.25"})]
+    # host1: 8 - 4 = 4 free; host2: 5 - 4 = 1 free; host3: option 1.0, none free.
+    assert _aggregate_outcomes(1, aggs) == {"host1": True, "host2": True, "host3": False}
+    assert _aggregate_outcomes(2, aggs) == {"host1": True, "host2": False, "host3": False}
+
+
+def test_aggregate_cpu_ratio_not_a_number_falls_back_to_the_option():
+    aggs = [dict(hosts={"host1"}, metadata={"cpu_allocation_ratio": "lots"})]
+    assert _aggregate_outcomes(1, aggs, ratio=2.0) == {
+        "host1": True, "host2": True, "host3": True}
+    assert _aggregate_outcomes(1, aggs, ratio=1.0) == {
+        "host1": False, "host2": False, "host3": False}
+
+
+def test_aggregate_core_filter_passes_nodes_without_vcpus():
+    aggs = [dict(hosts={"host1"}, metadata={"cpu_allocation_ratio": "0.1"})]
+    nodes = [dict(host="host1", vcpus=0, claimed_vcpus=9)]
+    assert _aggregate_outcomes(8, aggs, nodes=nodes) == {"host1": True}
+
+
+def test_aggregate_core_limits():
+    from nova_sched.scheduler.filters.core_filter import AggregateCoreFilter
+
+    table = fakes.make_table([dict(host="host1", vcpus=4)], aggregates=[
+        dict(hosts={"host1"}, metadata={"cpu_allocation_ratio": "3"})])
+    assert AggregateCoreFilter().limits(fakes.state(table, "host1")) == {"vcpu": 12.0}

@@ -60,3 +60,44 @@ def test_limits():
     CONF.set_override("disk_allocation_ratio", 2.5, "filter_scheduler")
     table = fakes.make_table([dict(host="host1", local_gb=12, claimed_disk_mb=3000)])
     assert DiskFilter().limits(fakes.state(table, "host1")) == {"disk_gb": 30.0}
+
+
+# -- AggregateDiskFilter -----------------------------------------------------
+
+def _aggregate_outcomes(root_gb, aggregates, ratio=1.0):
+    """host -> passes for 10 GB hosts with 10 GB claimed; asserts filter_all
+    and host_passes agree."""
+    from nova_sched.scheduler.filters.disk_filter import AggregateDiskFilter
+
+    CONF.set_override("disk_allocation_ratio", ratio, "filter_scheduler")
+    table = fakes.make_table(
+        [dict(host=f"host{i}", local_gb=10, claimed_disk_mb=10 * 1024) for i in (1, 2, 3)],
+        aggregates=aggregates)
+    spec = fakes.make_spec(root_gb=root_gb)
+    flt = AggregateDiskFilter()
+    rows = table.active_rows()
+    mask = flt.filter_all(table, rows, spec)
+    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
+    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
+    return one
+
+
+def test_aggregate_disk_ratio_minimum_of_the_aggregates():
+    aggs = [dict(hosts={"host1", "host2"}, metadata={"disk_allocation_ratio": "2.0"}),
+            dict(hosts={"host1"}, metadata={"disk_allocation_ratio": "1.5"})]
+    assert _aggregate_outcomes(5, aggs) == {"host1": True, "host2": True, "host3": False}
+    assert _aggregate_outcomes(6, aggs) == {"host1": False, "host2": True, "host3": False}
+
+
+def test_aggregate_disk_ratio_not_a_number_falls_back_to_the_option():
+    aggs = [dict(hosts={"host1"}, metadata={"disk_allocation_ratio": ""})]
+    assert _aggregate_outcomes(1, aggs, ratio=1.0) == {
+        "host1": False, "host2": False, "host3": False}
+
+
+def test_aggregate_disk_limits():
+    from nova_sched.scheduler.filters.disk_filter import AggregateDiskFilter
+
+    table = fakes.make_table([dict(host="host1", local_gb=10)], aggregates=[
+        dict(hosts={"host1"}, metadata={"disk_allocation_ratio": "2"})])
+    assert AggregateDiskFilter().limits(fakes.state(table, "host1")) == {"disk_gb": 20.0}

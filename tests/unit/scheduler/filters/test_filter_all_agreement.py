@@ -47,6 +47,19 @@ _IMAGE_PROPS = [
      "img_hv_requested_version": ">=2.11,<7"},
 ]
 _ZONES = [None, "nova", "az1", "az2", "az3"]
+# Metadata the Aggregate* filters read, one dict per random aggregate
+# (good and bad numbers, comma-separated lists); fixed, so the random
+# stream is the same as without it.
+_AGGREGATE_METADATA = [
+    {"ram_allocation_ratio": "2.0", "max_io_ops_per_host": "4",
+     "filter_tenant_id": "project, other", "hw_vm_mode": "hvm"},
+    {"ram_allocation_ratio": "0.5", "cpu_allocation_ratio": "not a number",
+     "instance_type": "m1.big", "rack": "2,3"},
+    {"disk_allocation_ratio": "3", "max_instances_per_host": "30",
+     "hw_architecture": "x86_64, i686"},
+    {"cpu_allocation_ratio": "4", "max_instances_per_host": "x",
+     "filter_tenant_id_gr1": "someone", "instance_type": "m1.test, m1.big"},
+]
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,6 +108,7 @@ def _random_table(rng):
     for number, zone in enumerate(["az1", "az2", None, "az1"]):
         members = {h for h in hosts if rng.random() < 0.3}
         metadata = {"availability_zone": zone} if zone else {"ssd": "true"}
+        metadata.update(_AGGREGATE_METADATA[number])
         aggregates.append(dict(name=f"agg{number}", hosts=members, metadata=metadata))
     return fakes.make_table(nodes, aggregates=aggregates)
 

@@ -79,3 +79,83 @@ def test_claims_are_read_live_from_the_table():
     assert RamFilter().host_passes(st, spec)
     table.columns["claimed_memory_mb"][table.row_of("host1", "host1")] = 1
     assert not RamFilter().host_passes(st, spec)
+
+
+# -- AggregateRamFilter ------------------------------------------------------
+
+def _aggregate_outcomes(requested_mb, aggregates, ratio=1.0, flt_cls=None):
+    """host -> passes, for hosts host1..host3 (1024 MB, 1024 claimed);
+    asserts filter_all and host_passes agree."""
+    from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter
+
+    CONF.set_override("ram_allocation_ratio", ratio, "filter_scheduler")
+    table = fakes.make_table(
+        [dict(host=f"host{i}", memory_mb=1024, claimed_memory_mb=1024) for i in (1, 2, 3)],
+        aggregates=aggregates)
+    spec = fakes.make_spec(memory_mb=requested_mb)
+    flt = (flt_cls or AggregateRamFilter)()
+    rows = table.active_rows()
+    mask = flt.filter_all(table, rows, spec)
+    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
+    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
+    return one
+
+
+def test_aggregate_ratio_overrides_the_option_for_its_hosts():
+    aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "2.0"})]
+    assert _aggregate_outcomes(1024, aggs) == {"host1": True, "host2": False, "host3": False}
+
+
+def test_aggregate_ratio_is_the_minimum_of_the_aggregates():
+    aggs = [dict(hosts={"host1", "host2"}, metadata={"ram_allocation_ratio": "3.0"}),
+            dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "1.5"})]
+    # host1: 1.5 * 1024 - 1024 = 512 left; host2: 3.0 -> 2048 left.
+    assert _aggregate_outcomes(512, aggs) == {"host1": True, "host2": True, "host3": False}
+    assert _aggregate_outcomes(513, aggs) == {"host1": False, "host2": True, "host3": False}
+
+
+def test_aggregate_ratio_that_is_not_a_number_falls_back_to_the_option():
+    # nova's validate_num_values: any bad value makes the whole set invalid.
+    aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "abc"}),
+            dict(hosts={"host1", "host2"}, metadata={"ram_allocation_ratio": "4.0"})]
+    assert _aggregate_outcomes(1024, aggs, ratio=1.0) == {
+        "host1": False, "host2": True, "host3": False}
+    assert _aggregate_outcomes(512, aggs, ratio=1.5) == {
+        "host1": True, "host2": True, "host3": True}
+
+
+def test_aggregate_ratio_may_be_below_one():
+    aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "0.5"})]
+    # host1 can take nothing more: 512 MB limit, 1024 MB already used.
+    assert _aggregate_outcomes(1, aggs, ratio=2.0) == {
+        "host1": False, "host2": True, "host3": True}
+
+
+def test_other_metadata_keys_are_ignored():
+    aggs = [dict(hosts={"host1"}, metadata={"cpu_allocation_ratio": "10",
+                                            "availability_zone": "az1"})]
+    assert _aggregate_outcomes(1024, aggs, ratio=2.0) == {
+        "host1": True, "host2": True, "host3": True}
+
+
+def test_plain_ram_filter_ignores_aggregate_ratios():
+    aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "2.0"})]
+    assert _aggregate_outcomes(1024, aggs, flt_cls=RamFilter) == {
+        "host1": False, "host2": False, "host3": False}
+
+
+def test_aggregate_limits_use_the_aggregate_ratio():
+    from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter
+
+    CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    table = fakes.make_table(
+        [dict(host="host1", memory_mb=2048), dict(host="host2", memory_mb=2048)],
+        aggregates=[dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "2.5"})])
+    flt = AggregateRamFilter()
+    assert flt.limits(fakes.state(table, "host1")) == {"memory_mb": 5120.0}
+    assert flt.limits(fakes.state(table, "host2")) == {"memory_mb": 2048.0}
+
+
+def test_aggregate_variant_still_refuses_instances_bigger_than_the_node():
+    aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "100"})]
+    assert not _aggregate_outcomes(1025, aggs)["host1"]
