@@ -1,0 +1,27 @@
+"""HypervisorVersionWeigher: by the hypervisor version a node reports.
+
+A positive ``hypervisor_version_weight_multiplier`` (the default) prefers
+the newest hypervisors; a negative one the oldest. A node reporting no
+version weighs as version 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nova_sched.scheduler import weights
+
+
+class HypervisorVersionWeigher(weights.BaseHostWeigher):
+    multiplier_option = "hypervisor_version_weight_multiplier"
+
+    def _weigh_object(self, host_state, spec) -> float:
+        return host_state.hypervisor_version or 0
+
+    def weigh_all(self, table, rows, spec):
+        states = table.states
+        return np.fromiter(
+            (states[r].hypervisor_version or 0 for r in rows.tolist()),
+            dtype=np.float64,
+            count=len(rows),
+        )

@@ -1,0 +1,22 @@
+"""IoOpsWeigher: by the number of I/O-heavy operations under way on a host.
+
+Builds, resizes, snapshots and the like load a host's disks and network.
+The default negative ``io_ops_weight_multiplier`` prefers the idlest hosts;
+a positive one prefers the busiest.
+"""
+
+from __future__ import annotations
+
+from nova_sched.scheduler import weights
+
+
+class IoOpsWeigher(weights.BaseHostWeigher):
+    minval = 0
+
+    multiplier_option = "io_ops_weight_multiplier"
+
+    def _weigh_object(self, host_state, spec) -> float:
+        return host_state.num_io_ops
+
+    def weigh_all(self, table, rows, spec):
+        return table.col("num_io_ops")[rows]

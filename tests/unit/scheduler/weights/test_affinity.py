@@ -1,0 +1,224 @@
+"""Soft server-group weighers: members' hosts preferred or avoided."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from nova_sched.conf import CONF
+from nova_sched.scheduler import weights
+from nova_sched.scheduler.weights.affinity import (
+    ServerGroupSoftAffinityWeigher,
+    ServerGroupSoftAntiAffinityWeigher,
+)
+from tests.unit.scheduler import fakes
+from tests.unit.scheduler.conftest import boot_request, compute_report
+
+# nova's affinity weigher hosts: members of the group on each host.
+MEMBERS = {"host1": 1, "host2": 4, "host4": 2}
+
+
+def _table(aggregates=()):
+    return fakes.make_table([dict(host=f"host{i}") for i in range(1, 5)], aggregates)
+
+
+def _spec(policy, group_hosts=None):
+    return dataclasses.replace(
+        fakes.make_spec(instance_group={"uuid": "g1", "policy": policy}),
+        group_policy=policy,
+        group_hosts=dict(MEMBERS if group_hosts is None else group_hosts))
+
+
+def _weigh(weighers, table, spec):
+    rows = table.active_rows()
+    result = weights.HostWeightHandler.weigh(weighers, table, rows, spec)
+    return [table.states[r].host for r in result.rows], result
+
+
+# -- soft-affinity --------------------------------------------------------------
+
+
+def test_soft_affinity_prefers_the_host_with_most_members():
+    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
+                           _spec("soft-affinity"))
+    assert hosts == ["host2", "host4", "host1", "host3"]
+    np.testing.assert_allclose(result.totals, [1.0, 0.5, 0.25, 0.0])
+
+
+def test_soft_affinity_multiplier_scales():
+    CONF.set_override("soft_affinity_weight_multiplier", 2.0, "filter_scheduler")
+    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
+                           _spec("soft-affinity"))
+    assert hosts[0] == "host2" and result.totals[0] == 2.0
+
+
+def test_soft_affinity_zero_multiplier_weighs_all_alike():
+    CONF.set_override("soft_affinity_weight_multiplier", 0.0, "filter_scheduler")
+    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
+                           _spec("soft-affinity"))
+    assert hosts == ["host1", "host2", "host3", "host4"]
+    assert not result.totals.any()
+
+
+def test_multipliers_must_not_be_negative():
+    # nova deprecated negative values; here the options refuse them.
+    for name in ("soft_affinity_weight_multiplier",
+                 "soft_anti_affinity_weight_multiplier"):
+        with pytest.raises(ValueError):
+            CONF.set_override(name, -1.0, "filter_scheduler")
+
+
+# -- soft-anti-affinity -----------------------------------------------------------
+
+
+def test_soft_anti_affinity_prefers_the_host_with_fewest_members():
+    hosts, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
+                           _spec("soft-anti-affinity"))
+    assert hosts == ["host3", "host1", "host4", "host2"]
+    np.testing.assert_allclose(result.totals, [1.0, 0.75, 0.5, 0.0])
+
+
+def test_soft_anti_affinity_raw_weight_is_minus_the_members():
+    table = _table()
+    weigher = ServerGroupSoftAntiAffinityWeigher()
+    spec = _spec("soft-anti-affinity")
+    assert [weigher._weigh_object(fakes.state(table, f"host{i}"), spec)
+            for i in range(1, 5)] == [-1, -4, 0, -2]
+
+
+def test_soft_anti_affinity_multiplier_scales_and_zero_disables():
+    CONF.set_override("soft_anti_affinity_weight_multiplier", 2.0, "filter_scheduler")
+    hosts, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
+                           _spec("soft-anti-affinity"))
+    assert hosts[0] == "host3" and result.totals[0] == 2.0
+    CONF.set_override("soft_anti_affinity_weight_multiplier", 0.0, "filter_scheduler")
+    _, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
+                       _spec("soft-anti-affinity"))
+    assert not result.totals.any()
+
+
+def test_first_member_of_a_group_weighs_every_host_alike():
+    for policy, cls in (("soft-affinity", ServerGroupSoftAffinityWeigher),
+                        ("soft-anti-affinity", ServerGroupSoftAntiAffinityWeigher)):
+        hosts, result = _weigh([cls()], _table(), _spec(policy, {}))
+        assert hosts == ["host1", "host2", "host3", "host4"]
+        assert not result.totals.any()
+
+
+# -- other requests ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", [None, "affinity", "anti-affinity",
+                                    "soft-anti-affinity"])
+def test_soft_affinity_weighs_zero_for_other_policies(policy):
+    table = _table()
+    spec = _spec(policy)
+    weigher = ServerGroupSoftAffinityWeigher()
+    assert all(weigher._weigh_object(s, spec) == 0 for s in table.states)
+    assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+
+
+@pytest.mark.parametrize("policy", [None, "affinity", "anti-affinity", "soft-affinity"])
+def test_soft_anti_affinity_weighs_zero_for_other_policies(policy):
+    table = _table()
+    spec = _spec(policy)
+    weigher = ServerGroupSoftAntiAffinityWeigher()
+    assert all(weigher._weigh_object(s, spec) == 0 for s in table.states)
+    assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+
+
+def test_a_request_without_a_group_weighs_zero():
+    table = _table()
+    spec = fakes.make_spec()
+    for weigher in (ServerGroupSoftAffinityWeigher(),
+                    ServerGroupSoftAntiAffinityWeigher()):
+        assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+
+
+def test_both_weighers_together_only_the_matching_one_counts():
+    both = [ServerGroupSoftAffinityWeigher(), ServerGroupSoftAntiAffinityWeigher()]
+    hosts, result = _weigh(both, _table(), _spec("soft-affinity"))
+    assert hosts[0] == "host2"
+    assert not result.contributions["ServerGroupSoftAntiAffinityWeigher"].any()
+
+
+def test_every_node_of_a_host_counts_the_host_members():
+    table = _table()
+    fakes.add_node(table, "host2", "host2-b")
+    fakes.add_node(table, "host5", "host5-a")
+    spec = _spec("soft-affinity")
+    weigher = ServerGroupSoftAffinityWeigher()
+    rows = table.active_rows()
+    raw = weigher.weigh_all(table, rows, spec)
+    by_node = {table.states[r].nodename: v for r, v in zip(rows, raw)}
+    assert by_node["host2"] == by_node["host2-b"] == 4
+    assert by_node["host5-a"] == 0
+
+
+def test_members_on_unknown_hosts_are_ignored():
+    spec = _spec("soft-affinity", {"gone": 3, "host3": 1})
+    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(), spec)
+    assert hosts[0] == "host3" and result.totals[0] == 1.0
+
+
+@pytest.mark.parametrize("cls, key", [
+    (ServerGroupSoftAffinityWeigher, "soft_affinity_weight_multiplier"),
+    (ServerGroupSoftAntiAffinityWeigher, "soft_anti_affinity_weight_multiplier"),
+])
+@pytest.mark.parametrize("values, expected", [
+    (["3"], 3.0),
+    (["3", "0.5"], 0.5),
+    (["none"], 1.0),
+])
+def test_aggregate_metadata_overrides_the_multiplier(cls, key, values, expected):
+    table = _table([dict(hosts=["host3"], metadata={key: v}) for v in values])
+    weigher = cls()
+    assert weigher.weight_multiplier(fakes.state(table, "host3")) == expected
+    assert weigher.weight_multiplier(fakes.state(table, "host1")) == 1.0
+    np.testing.assert_allclose(
+        np.broadcast_to(weigher.multipliers(table, table.active_rows()), (4,)),
+        [1.0, 1.0, expected, 1.0])
+
+
+# -- through the scheduler: the group's members come from its own records -------
+
+
+def _group_request(policy, count):
+    spec = boot_request(count=count)
+    spec["instance_group"] = {"uuid": f"group-{policy}", "name": policy,
+                              "policy": policy}
+    return spec
+
+
+def test_soft_affinity_stacks_a_request_on_one_host(manager, ctxt):
+    # Strong enough to outweigh RAM and I/O spreading the instances.
+    CONF.set_override("soft_affinity_weight_multiplier", 100.0, "filter_scheduler")
+    for host in ("c1", "c2", "c3"):
+        manager.compute_node_update(ctxt, compute_report(host))
+    manager.run_instance(ctxt, _group_request("soft-affinity", 3), "pw", [], None,
+                         True, {})
+    hosts = [c["host"] for c in manager.compute_api.casts]
+    assert len(hosts) == 3 and len(set(hosts)) == 1
+    # A later request of the same group joins them.
+    manager.run_instance(ctxt, _group_request("soft-affinity", 1), "pw", [], None,
+                         True, {})
+    assert manager.compute_api.casts[-1]["host"] == hosts[0]
+
+
+def test_soft_anti_affinity_spreads_but_never_fails(manager, ctxt):
+    CONF.set_override("soft_anti_affinity_weight_multiplier", 100.0,
+                      "filter_scheduler")
+    # Everything else stacks: without the group's members the request
+    # would land on one host.
+    CONF.set_override("ram_weight_multiplier", -10.0, "filter_scheduler")
+    for name in ("cpu", "disk", "io_ops"):
+        CONF.set_override(f"{name}_weight_multiplier", 0.0, "filter_scheduler")
+    for host in ("c1", "c2", "c3"):
+        manager.compute_node_update(ctxt, compute_report(host))
+    manager.run_instance(ctxt, _group_request("soft-anti-affinity", 4), "pw", [],
+                         None, True, {})
+    hosts = [c["host"] for c in manager.compute_api.casts]
+    assert len(hosts) == 4
+    assert set(hosts[:3]) == {"c1", "c2", "c3"}
