@@ -3,7 +3,8 @@
 Like nova's, it records the event's start when entered and its finish and
 result when left. Unlike Havana's it records ``Error`` for an instance that
 could not be placed (``fail``), with the reason as the traceback text, so
-that anyone reading the events sees the failure.
+that anyone reading the events sees the failure. All instances of a request
+are recorded in one transaction on entry and one on exit.
 """
 
 from __future__ import annotations
@@ -30,13 +31,11 @@ class EventReporter:
         self._failures: dict[str, str] = {}
 
     def __enter__(self) -> "EventReporter":
-        for uuid in self.instance_uuids:
-            action_id = db_instances.action_start(
-                uuid, self.action, self.ctxt.request_id,
+        if self.instance_uuids:
+            self._event_ids = db_instances.start_events(
+                self.instance_uuids, self.action, self.event, self.ctxt.request_id,
                 getattr(self.ctxt, "user_id", None),
-                getattr(self.ctxt, "project_id", None))
-            self._event_ids[uuid] = db_instances.event_start(
-                action_id, self.event, self.host)
+                getattr(self.ctxt, "project_id", None), self.host)
         return self
 
     def fail(self, instance_uuid: str, reason: str) -> None:
@@ -45,12 +44,13 @@ class EventReporter:
 
     def __exit__(self, exc_type, exc, trace) -> bool:
         text = "".join(tb.format_exception(exc_type, exc, trace)) if exc else None
+        results = {}
         for uuid, event_id in self._event_ids.items():
             reason = self._failures.get(uuid) or text
-            try:
-                db_instances.event_finish(event_id, "Error" if reason else "Success",
-                                          reason)
-            except Exception:
-                LOG.exception("Could not record the end of event %s of %s",
-                              self.event, uuid)
+            results[event_id] = ("Error" if reason else "Success", reason)
+        try:
+            db_instances.finish_events(results)
+        except Exception:
+            LOG.exception("Could not record the end of event %s of %s",
+                          self.event, list(self._event_ids))
         return False

@@ -26,6 +26,12 @@ def _size(props: dict, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_INSTANCES = models.Instance.__table__
+_FAULTS = models.InstanceFault.__table__
+_ACTIONS = models.InstanceAction.__table__
+_EVENTS = models.InstanceActionEvent.__table__
+
+
 @db_api.retry_on_disconnect
 def ensure_instances(
     uuids: Iterable[str], props: dict, sizes: dict[str, int] | None = None
@@ -40,38 +46,29 @@ def ensure_instances(
         return
     now = db_api.utcnow()
     sizes = sizes or {}
-    with db_api.session_scope() as session:
-        existing = set(
-            session.execute(
-                sa.select(models.Instance.uuid).where(models.Instance.uuid.in_(uuids))
-            ).scalars()
-        )
-        for index, uuid in enumerate(uuids):
-            if uuid in existing:
-                continue
-            session.add(
-                models.Instance(
-                    uuid=uuid,
-                    vm_state="building",
-                    task_state="scheduling",
-                    memory_mb=sizes.get("memory_mb", _size(props, "memory_mb")),
-                    vcpus=sizes.get("vcpus", _size(props, "vcpus")),
-                    root_gb=sizes.get("root_gb", _size(props, "root_gb")),
-                    ephemeral_gb=sizes.get("ephemeral_gb", _size(props, "ephemeral_gb")),
-                    swap=sizes.get("swap", _size(props, "swap")),
-                    project_id=_str(props.get("project_id")),
-                    user_id=_str(props.get("user_id")),
-                    availability_zone=_str(props.get("availability_zone")),
-                    launch_index=index,
-                    created_at=now,
-                    updated_at=now,
-                )
-            )
-        try:
-            session.flush()
-        except sa_exc.IntegrityError:
-            # A concurrent daemon recorded the same instance: theirs stands.
-            session.rollback()
+    common = {
+        "vm_state": "building",
+        "task_state": "scheduling",
+        "project_id": _str(props.get("project_id")),
+        "user_id": _str(props.get("user_id")),
+        "availability_zone": _str(props.get("availability_zone")),
+        "created_at": now,
+        "updated_at": now,
+    }
+    for key in ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap"):
+        common[key] = sizes.get(key, _size(props, key))
+    try:
+        with db_api.transaction() as conn:
+            existing = set(conn.execute(
+                sa.select(_INSTANCES.c.uuid).where(_INSTANCES.c.uuid.in_(uuids))
+            ).scalars())
+            rows = [dict(common, uuid=uuid, launch_index=index)
+                    for index, uuid in enumerate(uuids) if uuid not in existing]
+            if rows:
+                conn.execute(sa.insert(_INSTANCES), rows)
+    except sa_exc.IntegrityError:
+        # A concurrent daemon recorded the same instance: theirs stands.
+        pass
 
 
 def _str(value: Any) -> str | None:
@@ -106,22 +103,12 @@ def mark_error(uuid: str, message: str, code: int = 500, details: str | None = N
                host: str | None = None) -> None:
     """ERROR state plus a fault row saying why, in one transaction."""
     now = db_api.utcnow()
-    with db_api.session_scope() as session:
-        session.execute(
-            sa.update(models.Instance)
-            .where(models.Instance.uuid == uuid)
-            .values(vm_state="error", task_state=None, updated_at=now)
-        )
-        session.add(
-            models.InstanceFault(
-                instance_uuid=uuid,
-                code=code,
-                message=message[:_MAX_TEXT],
-                details=(details or "")[:_MAX_TEXT],
-                host=host,
-                created_at=now,
-            )
-        )
+    with db_api.transaction() as conn:
+        conn.execute(sa.update(_INSTANCES).where(_INSTANCES.c.uuid == uuid).values(
+            vm_state="error", task_state=None, updated_at=now))
+        conn.execute(sa.insert(_FAULTS).values(
+            instance_uuid=uuid, code=code, message=message[:_MAX_TEXT],
+            details=(details or "")[:_MAX_TEXT], host=host, created_at=now))
 
 
 @db_api.retry_on_disconnect
@@ -172,10 +159,9 @@ def record_unknown(uuids: list[str], host: str) -> None:
 
 def _update(uuid: str, **values) -> None:
     values["updated_at"] = db_api.utcnow()
-    with db_api.session_scope() as session:
-        session.execute(
-            sa.update(models.Instance).where(models.Instance.uuid == uuid).values(**values)
-        )
+    with db_api.transaction() as conn:
+        conn.execute(sa.update(_INSTANCES).where(_INSTANCES.c.uuid == uuid)
+                     .values(**values))
 
 
 @db_api.retry_on_disconnect
@@ -207,76 +193,60 @@ def find_stuck(older_than: dt.datetime, limit: int = 100) -> list[str]:
 # -- instance actions -----------------------------------------------------
 
 @db_api.retry_on_disconnect
-def action_start(uuid: str, action: str, request_id: str, user_id: str | None,
-                 project_id: str | None) -> int:
-    """The action row for (instance, request), created when missing."""
+def start_events(uuids: list[str], action: str, event: str, request_id: str,
+                 user_id: str | None, project_id: str | None,
+                 host: str) -> dict[str, int]:
+    """Start ``event`` under each instance's ``action``: uuid -> event id.
+
+    The action row is the instance's (action, request) one, else its latest
+    action of that name (a retry comes back under a new request id), and is
+    created when missing, as nova records 'create' for a boot.
+    """
     now = db_api.utcnow()
-    with db_api.session_scope() as session:
-        row = session.execute(
-            sa.select(models.InstanceAction).where(
-                models.InstanceAction.instance_uuid == uuid,
-                models.InstanceAction.action == action,
-                models.InstanceAction.request_id == request_id,
-            )
-        ).scalar_one_or_none()
-        if row is None:
-            row = session.execute(
-                sa.select(models.InstanceAction)
-                .where(
-                    models.InstanceAction.instance_uuid == uuid,
-                    models.InstanceAction.action == action,
-                )
-                .order_by(models.InstanceAction.id.desc())
-                .limit(1)
-            ).scalar_one_or_none()
-        if row is None:
-            row = models.InstanceAction(
-                action=action,
-                instance_uuid=uuid,
-                request_id=request_id,
-                user_id=_str(user_id),
-                project_id=_str(project_id),
-                start_time=now,
-            )
-            session.add(row)
-            session.flush()
-        return row.id
+    event_ids: dict[str, int] = {}
+    with db_api.transaction() as conn:
+        rows = conn.execute(
+            sa.select(_ACTIONS.c.id, _ACTIONS.c.instance_uuid, _ACTIONS.c.request_id)
+            .where(_ACTIONS.c.instance_uuid.in_(uuids), _ACTIONS.c.action == action)
+            .order_by(_ACTIONS.c.id)).all()
+        action_ids: dict[str, int] = {}
+        exact: dict[str, int] = {}
+        for action_id, uuid, rid in rows:  # oldest first: the latest wins
+            action_ids[uuid] = action_id
+            if rid == request_id:
+                exact[uuid] = action_id
+        action_ids.update(exact)
+        for uuid in uuids:
+            if uuid not in action_ids:
+                action_ids[uuid] = conn.execute(sa.insert(_ACTIONS).values(
+                    action=action, instance_uuid=uuid, request_id=request_id,
+                    user_id=_str(user_id), project_id=_str(project_id),
+                    start_time=now)).inserted_primary_key[0]
+            event_ids[uuid] = conn.execute(sa.insert(_EVENTS).values(
+                action_id=action_ids[uuid], event=event, start_time=now,
+                host=host)).inserted_primary_key[0]
+    return event_ids
 
 
 @db_api.retry_on_disconnect
-def event_start(action_id: int, event: str, host: str) -> int:
-    with db_api.session_scope() as session:
-        row = models.InstanceActionEvent(
-            action_id=action_id, event=event, start_time=db_api.utcnow(), host=host
-        )
-        session.add(row)
-        session.flush()
-        return row.id
-
-
-@db_api.retry_on_disconnect
-def event_finish(event_id: int, result: str, traceback: str | None = None) -> None:
+def finish_events(results: dict[int, tuple[str, str | None]]) -> None:
+    """Finish events: event id -> (result, traceback); their actions too."""
+    if not results:
+        return
     now = db_api.utcnow()
-    with db_api.session_scope() as session:
-        session.execute(
-            sa.update(models.InstanceActionEvent)
-            .where(models.InstanceActionEvent.id == event_id)
-            .values(
-                finish_time=now,
-                result=result,
-                traceback=traceback[:_MAX_TEXT] if traceback else None,
-            )
-        )
-        action_id = session.execute(
-            sa.select(models.InstanceActionEvent.action_id).where(
-                models.InstanceActionEvent.id == event_id
-            )
-        ).scalar_one()
-        session.execute(
-            sa.update(models.InstanceAction)
-            .where(models.InstanceAction.id == action_id)
-            .values(finish_time=now, message=result if result == "Error" else None)
-        )
+    with db_api.transaction() as conn:
+        for event_id, (result, trace) in results.items():
+            conn.execute(sa.update(_EVENTS).where(_EVENTS.c.id == event_id).values(
+                finish_time=now, result=result,
+                traceback=trace[:_MAX_TEXT] if trace else None))
+        action_results: dict[int, str] = {}
+        for event_id, action_id in conn.execute(
+                sa.select(_EVENTS.c.id, _EVENTS.c.action_id)
+                .where(_EVENTS.c.id.in_(list(results)))).all():
+            action_results[action_id] = results[event_id][0]
+        for action_id, result in action_results.items():
+            conn.execute(sa.update(_ACTIONS).where(_ACTIONS.c.id == action_id).values(
+                finish_time=now, message=result if result == "Error" else None))
 
 
 @db_api.retry_on_disconnect

@@ -21,6 +21,6 @@ class ChanceScheduler(FilterScheduler):
         self.weighers = []
 
     def _subset_first(self, rows):
-        order = [int(r) for r in rows]
+        order = rows.copy()
         self._rng.shuffle(order)
         return order

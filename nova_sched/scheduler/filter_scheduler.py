@@ -127,7 +127,8 @@ class FilterScheduler(driver.Scheduler):
                     raise exception.NoValidHost(filtered.reason())
                 weighed = self.weigh(spec, filtered.rows)
                 order = self._subset_first(weighed.rows)
-            for position, row in enumerate(order):
+            for position in range(len(order)):
+                row = int(order[position])
                 state = self.host_manager.table.states[row]
                 if claim and instance_uuid:
                     try:
@@ -146,21 +147,22 @@ class FilterScheduler(driver.Scheduler):
                                                                   state.node_id))
                 chosen = [self._selection(row, weighed, order)]
                 for alt in order[position + 1:position + 1 + alternates]:
-                    chosen.append(self._selection(alt, weighed, order))
+                    chosen.append(self._selection(int(alt), weighed, order))
                 return chosen
             if attempt == 0:
                 self.host_manager.refresh(force=True)
         raise exception.NoValidHost(
             f"{filtered.reason()}; {lost} claims lost to concurrent schedulers")
 
-    def _subset_first(self, rows: np.ndarray) -> list[int]:
+    def _subset_first(self, rows: np.ndarray) -> np.ndarray:
         """Weighed rows with a random pick of the best subset moved to the front."""
-        order = [int(r) for r in rows]
         subset = max(1, CONF.filter_scheduler.host_subset_size)
-        if subset > 1 and len(order) > 1:
-            pick = self._rng.randrange(min(subset, len(order)))
-            order.insert(0, order.pop(pick))
-        return order
+        if subset > 1 and len(rows) > 1:
+            pick = self._rng.randrange(min(subset, len(rows)))
+            if pick:
+                return np.concatenate((rows[pick:pick + 1], rows[:pick],
+                                       rows[pick + 1:]))
+        return rows
 
     @staticmethod
     def _claim_of(spec, instance_uuid, node_id) -> claims_mod.Claim:
