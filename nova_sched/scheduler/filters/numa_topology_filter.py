@@ -1,0 +1,353 @@
+"""NUMATopologyFilter: hosts whose NUMA cells can hold the guest's cells.
+
+The common case of nova's filter. A request asks for a guest NUMA topology
+with the flavor extra spec ``hw:numa_nodes`` = N or the image property
+``hw_numa_nodes`` (not both: nova forbids an image overriding the flavor).
+The guest's CPUs and memory are split into N cells:
+
+* by hand with ``hw:numa_cpus.X`` (a CPU list such as ``0-3,^2,5``) and
+  ``hw:numa_mem.X`` (MB) for every cell X, or the image properties
+  ``hw_numa_cpus.X`` / ``hw_numa_mem.X``: every guest CPU in exactly one
+  cell and the cells' memory adding up to the flavor's;
+* else evenly, which needs the flavor's vCPUs and memory to divide by N.
+
+A malformed or inconsistent request fails with InvalidRequestSpec saying
+why (where nova's API would refuse the flavor/image pair).
+
+Compute nodes report ``numa_topology`` as ``{"cells": [{"id": 0, "cpus":
+[0, 1, ...], "memory_mb": 8192, "cpu_usage": 0, "memory_usage": 0}, ...]}``.
+As in nova's ``_numa_fit_instance_cell`` for unpinned guests, a guest cell
+fits a host cell when it is no bigger than the cell (no overcommit against
+itself) and the cell's usage plus the guest cell stays within ``len(cpus) x
+cpu_allocation_ratio`` CPUs and ``memory_mb x ram_allocation_ratio`` MB. A
+host passes when the guest's cells fit on distinct host cells (any
+assignment; nova tries permutations, this finds a matching). A request
+without a NUMA topology passes every host; a host without a usable topology
+fails a request with one.
+
+Left out, compared with nova:
+
+* CPU pinning (``hw:cpu_policy`` dedicated/mixed, ``hw:cpu_dedicated_mask``),
+  thread policies (``hw:cpu_thread_policy``), emulator threads and realtime
+  masks; a request with only these has no NUMA topology here and passes;
+* huge pages and page sizes (``hw:mem_page_size``), host cells' ``mempages``,
+  and virtual persistent memory;
+* PCI-NUMA affinity (``numa_policy`` of PCI aliases, ``hw:pci_numa_affinity_policy``)
+  and network NUMA affinity (``physnets``/tunneled);
+* nova's packing/spreading order of host cells (only whether a fit exists
+  matters to a filter) and ``limits['numa_topology']`` sent to the compute
+  node;
+* per-cell usage comes from the compute node's last report: claims the
+  scheduler makes do not say which cell they use, so instances of one
+  request are not charged against each other's cells (RamFilter and
+  CoreFilter still bound the host's totals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import weakref
+from typing import Any
+
+import numpy as np
+
+from nova_sched import exception
+from nova_sched.conf import CONF
+from nova_sched.scheduler import filters
+
+LOG = logging.getLogger(__name__)
+
+# nova's ImageMetaProps.NUMA_NODES_MAX: hw:numa_cpus.X / hw:numa_mem.X are
+# read for X from 0 up to the first gap.
+_NUMA_NODES_MAX = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class GuestCell:
+    id: int
+    cpus: int
+    memory_mb: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCell:
+    id: Any
+    cpus: int
+    memory_mb: int
+    cpu_usage: float
+    memory_usage: float
+
+
+def parse_cpu_spec(text: Any) -> set[int]:
+    """nova's CPU list syntax: ``0-3,^2,5`` (ranges, exclusions, singles)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)
+    if not isinstance(text, str):
+        raise ValueError(f"{text!r} is not a CPU list")
+    included: set[int] = set()
+    excluded: set[int] = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        target = included
+        if item.startswith("^"):
+            target, item = excluded, item[1:].strip()
+        low, dash, high = item.partition("-")
+        try:
+            start = int(low)
+            end = int(high) if dash else start
+        except ValueError:
+            raise ValueError(f"{text!r} is not a CPU list (bad item {item!r})") from None
+        if start < 0 or end < start:
+            raise ValueError(f"{text!r} is not a CPU list (bad range {item!r})")
+        target.update(range(start, end + 1))
+    return included - excluded
+
+
+def _cell_values(extra_specs: dict, image_props: dict, what: str) -> list | None:
+    """``hw:numa_<what>.X`` from the flavor or ``hw_numa_<what>.X`` from the
+    image, X = 0, 1, ... up to the first missing one; None when absent."""
+    def read(source: dict, prefix: str) -> list | None:
+        values = []
+        for cell in range(_NUMA_NODES_MAX):
+            key = f"{prefix}.{cell}"
+            if key not in source:
+                break
+            values.append(source[key])
+        return values or None
+
+    flavor = read(extra_specs, f"hw:numa_{what}")
+    image = read(image_props, f"hw_numa_{what}")
+    if flavor is not None and image is not None:
+        raise ValueError(
+            f"image property hw_numa_{what} may not override the flavor's "
+            f"hw:numa_{what}")
+    return flavor if flavor is not None else image
+
+
+def _node_count(extra_specs: dict, image_props: dict) -> int | None:
+    flavor = extra_specs.get("hw:numa_nodes")
+    image = image_props.get("hw_numa_nodes")
+    if flavor and image:
+        raise ValueError("image property hw_numa_nodes may not override the "
+                         "flavor's hw:numa_nodes")
+    nodes = flavor or image
+    if nodes is None or nodes == "":
+        return None
+    try:
+        if isinstance(nodes, bool) or (isinstance(nodes, float) and not nodes.is_integer()):
+            raise ValueError
+        count = int(nodes)
+    except (TypeError, ValueError):
+        raise ValueError(f"hw:numa_nodes must be a whole number, got {nodes!r}") from None
+    if count < 1:
+        raise ValueError(f"hw:numa_nodes must be at least 1, got {nodes!r}")
+    if count > _NUMA_NODES_MAX:
+        raise ValueError(f"hw:numa_nodes must be at most {_NUMA_NODES_MAX}, got {nodes!r}")
+    return count
+
+
+def guest_cells(vcpus: int, memory_mb: int, extra_specs: dict,
+                image_props: dict) -> list[GuestCell] | None:
+    """The guest's NUMA cells; None when the request has no NUMA topology.
+
+    ValueError saying what is wrong with an inconsistent request.
+    """
+    nodes = _node_count(extra_specs, image_props)
+    if nodes is None:
+        return None
+    cpu_list = _cell_values(extra_specs, image_props, "cpus")
+    mem_list = _cell_values(extra_specs, image_props, "mem")
+    if cpu_list is None and mem_list is None:
+        if vcpus % nodes or memory_mb % nodes:
+            raise ValueError(
+                f"{vcpus} vCPUs and {memory_mb} MB cannot be split evenly over "
+                f"{nodes} NUMA nodes; set hw:numa_cpus.X and hw:numa_mem.X")
+        return [GuestCell(i, vcpus // nodes, memory_mb // nodes) for i in range(nodes)]
+    if cpu_list is None or mem_list is None or len(cpu_list) != nodes \
+            or len(mem_list) != nodes:
+        raise ValueError(
+            f"hw:numa_cpus.X and hw:numa_mem.X must both be given for each of "
+            f"the {nodes} NUMA nodes")
+    unassigned = set(range(vcpus))
+    cells = []
+    for node in range(nodes):
+        cpus = parse_cpu_spec(cpu_list[node])
+        for cpu in sorted(cpus):
+            if cpu >= vcpus:
+                raise ValueError(f"hw:numa_cpus.{node} names CPU {cpu}; the "
+                                 f"flavor's CPUs are 0-{vcpus - 1}")
+            if cpu not in unassigned:
+                raise ValueError(f"CPU {cpu} is in more than one NUMA node")
+            unassigned.discard(cpu)
+        try:
+            memory = int(mem_list[node])
+            if memory < 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise ValueError(f"hw:numa_mem.{node} must be a whole number of MB, "
+                             f"got {mem_list[node]!r}") from None
+        cells.append(GuestCell(node, len(cpus), memory))
+    if unassigned:
+        raise ValueError(f"CPUs {sorted(unassigned)} are in no NUMA node")
+    total = sum(c.memory_mb for c in cells)
+    if total != memory_mb:
+        raise ValueError(f"hw:numa_mem.X add up to {total} MB; the flavor has "
+                         f"{memory_mb} MB")
+    return cells
+
+
+def _number(value: Any, default: float = 0) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError
+    return value
+
+
+def host_cells(topology: Any) -> list[HostCell] | None:
+    """The reported cells; None when the host has no usable topology."""
+    if not isinstance(topology, dict):
+        return None
+    cells = topology.get("cells")
+    if not isinstance(cells, list) or not cells:
+        return None
+    parsed = []
+    try:
+        for cell in cells:
+            cpus = cell["cpus"]
+            if not isinstance(cpus, list):
+                raise ValueError
+            parsed.append(HostCell(
+                id=cell.get("id"),
+                cpus=len(cpus),
+                memory_mb=_number(cell.get("memory_mb")),
+                cpu_usage=_number(cell.get("cpu_usage")),
+                memory_usage=_number(cell.get("memory_usage")),
+            ))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return parsed
+
+
+# HostState -> (its numa_topology object, the figures fit() needs). A node's
+# HostState and topology are replaced on each report, so entries go stale
+# only by being dropped.
+_parsed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _figures(host_state) -> tuple | None:
+    """The host's cells as a hashable tuple (cached per reported topology)."""
+    topology = host_state.numa_topology
+    entry = _parsed.get(host_state)
+    if entry is not None and entry[0] is topology:
+        return entry[1]
+    cells = host_cells(topology)
+    figures = None if cells is None else tuple(
+        (c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
+    _parsed[host_state] = (topology, figures)
+    return figures
+
+
+def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float, ram_ratio: float) -> bool:
+    # No overcommit of a guest cell against itself (nova).
+    if guest.memory_mb > cell.memory_mb or guest.cpus > cell.cpus:
+        return False
+    if cell.cpu_usage + guest.cpus > cell.cpus * cpu_ratio:
+        return False
+    return cell.memory_usage + guest.memory_mb <= cell.memory_mb * ram_ratio
+
+
+def fit(guests: list[GuestCell], cells: list[HostCell], cpu_ratio: float,
+        ram_ratio: float) -> dict[int, int] | None:
+    """guest cell index -> host cell index on distinct cells, or None.
+
+    A bipartite matching by augmenting paths: a fit exists exactly when
+    one of nova's permutations of host cells would succeed.
+    """
+    if len(cells) < len(guests):
+        return None
+    options = [[j for j, cell in enumerate(cells) if _fits(g, cell, cpu_ratio, ram_ratio)]
+               for g in guests]
+    owner: dict[int, int] = {}  # host cell -> guest cell
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j in options[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in owner or place(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in sorted(range(len(guests)), key=lambda i: len(options[i])):
+        if not place(i, set()):
+            return None
+    return {i: j for j, i in owner.items()}
+
+
+class NUMATopologyFilter(filters.BaseHostFilter):
+    """Only hosts whose NUMA cells can hold the requested guest cells."""
+
+    def __init__(self):
+        self._memo: tuple = (None, None)
+
+    def _guest(self, spec) -> list[GuestCell] | None:
+        memo = self._memo
+        if memo[0] is spec:
+            return memo[1]
+        try:
+            cells = guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs,
+                                spec.image_props)
+        except ValueError as err:
+            raise exception.InvalidRequestSpec(
+                f"NUMA topology request: {err}",
+                instance_uuids=list(spec.instance_uuids)) from None
+        self._memo = (spec, cells)
+        return cells
+
+    @staticmethod
+    def _ratios() -> tuple[float, float]:
+        fs = CONF.filter_scheduler
+        return fs.cpu_allocation_ratio, fs.ram_allocation_ratio
+
+    @staticmethod
+    def _fits_host(guests, figures, ratios) -> bool:
+        if figures is None:
+            return False
+        cells = [HostCell(i, *f) for i, f in enumerate(figures)]
+        return fit(guests, cells, *ratios) is not None
+
+    def host_passes(self, host_state, spec) -> bool:
+        guests = self._guest(spec)
+        if guests is None:
+            return True
+        figures = _figures(host_state)
+        if self._fits_host(guests, figures, self._ratios()):
+            return True
+        if figures is None:
+            LOG.debug("%s has no NUMA topology; the instance asks for %d cells",
+                      host_state, len(guests))
+        else:
+            LOG.debug("%s cannot hold the instance's %d NUMA cells", host_state,
+                      len(guests))
+        return False
+
+    def filter_all(self, table, rows, spec):
+        guests = self._guest(spec)
+        if guests is None:
+            return np.ones(len(rows), dtype=bool)
+        ratios = self._ratios()
+        states = table.states
+        outcomes: dict = {}  # hosts with the same cells and usage agree
+        out = np.empty(len(rows), dtype=bool)
+        for i, r in enumerate(rows):
+            figures = _figures(states[r])
+            passes = outcomes.get(figures)
+            if passes is None:
+                passes = outcomes[figures] = self._fits_host(guests, figures, ratios)
+            out[i] = passes
+        return out
