@@ -53,6 +53,20 @@ def record(group_uuid: str | None, name: str | None, policy: str | None,
 
 
 @db_api.retry_on_disconnect
+def describe(ref: str) -> tuple[str | None, dict]:
+    """A known group's policy and rules by uuid or name; (None, {}) if unknown."""
+    with db_api.session_scope() as session:
+        group = session.execute(
+            sa.select(models.InstanceGroup).where(
+                sa.or_(models.InstanceGroup.uuid == ref,
+                       models.InstanceGroup.name == ref))
+        ).scalars().first()
+        if group is None:
+            return None, {}
+        return group.policy, json.loads(group.rules) if group.rules else {}
+
+
+@db_api.retry_on_disconnect
 def member_hosts(group_uuid: str, exclude: set[str] | None = None) -> dict[str, int]:
     """host -> number of the group's members placed or claimed there."""
     counts: collections.Counter[str] = collections.Counter()

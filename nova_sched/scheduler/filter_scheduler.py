@@ -192,6 +192,7 @@ class FilterScheduler(driver.Scheduler):
         """What a decision would do, without claiming anything."""
         with self._decide_lock:
             self.host_manager.refresh()
+            spec = server_groups.with_member_hosts(spec, None)
             with self.host_manager.lock:
                 filtered = self.filter(spec, 0)
                 weighed = self.weigh(spec, filtered.rows)

@@ -257,10 +257,16 @@ class SchedulerManager:
             db_instances.record_unknown(sorted(unknown), host)
 
     # -- explain ------------------------------------------------------------
-    @messaging.expected_exceptions(exception.InvalidRequestSpec)
+    @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
     def explain(self, context, request_spec, filter_properties):
-        """A dry run: what each filter removed and how survivors weigh."""
-        spec = request.parse(request_spec, filter_properties)
+        """A dry run: what each filter removed and how survivors weigh.
+
+        Returns ``{'hosts': [{'host', 'nodename', 'weight', 'weights'}],
+        'removed': {filter: [[host, node], ...]}, 'reason': ...}``; nothing
+        is claimed or recorded.
+        """
+        spec = server_groups.with_policy(request.parse(request_spec,
+                                                       filter_properties))
         return self.driver.explain(spec)
 
 

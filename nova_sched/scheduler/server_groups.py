@@ -31,6 +31,18 @@ def record_members(spec: RequestSpec) -> RequestSpec:
     return dataclasses.replace(spec, group_policy=policy, group_rules=rules)
 
 
+def with_policy(spec: RequestSpec) -> RequestSpec:
+    """The spec with its group's policy, recording nothing (for explain)."""
+    ref, group = group_reference(spec)
+    if ref is None:
+        return spec
+    policy, rules = db_groups.describe(group.get("uuid") or ref)
+    policy = policy or group.get("policy")
+    if isinstance(group.get("rules"), dict):
+        rules = rules or group["rules"]
+    return dataclasses.replace(spec, group_policy=policy, group_rules=rules)
+
+
 def with_member_hosts(spec: RequestSpec, instance_uuid: str | None) -> RequestSpec:
     """The spec with where the group's other members are right now."""
     ref, _ = group_reference(spec)

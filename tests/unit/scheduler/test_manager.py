@@ -339,3 +339,18 @@ def test_failed_cast_fails_only_that_instance_and_frees_its_claim(manager, ctxt)
     assert _instance(second).host is None
     assert _claimed("c1") == 2000
     assert _events(second)[0][2] == "Error"
+
+
+def test_explain_sees_a_known_groups_policy_without_recording(manager, ctxt):
+    for n in ("c1", "c2"):
+        manager.compute_node_update(ctxt, compute_report(n, memory_mb=8192))
+    spec = boot_request()
+    spec["instance_group"] = {"uuid": "g3", "policy": "anti-affinity"}
+    _run(manager, ctxt, spec)
+    placed_on = manager.compute_api.casts[-1]["host"]
+    probe = boot_request()
+    probe["instance_group"] = {"uuid": "g3"}
+    out = manager.explain(ctxt, probe, {})
+    assert out["removed"]["ServerGroupAntiAffinityFilter"] == [[placed_on, placed_on]]
+    from nova_sched.db import instance_groups
+    assert instance_groups.member_hosts("g3") == {placed_on: 1}  # probe not recorded
