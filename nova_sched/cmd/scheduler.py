@@ -62,6 +62,11 @@ def _serve_until_signalled() -> int:
 
 def _run_workers(count: int) -> int:
     """Fork ``count`` processes, each a full consumer of the topic."""
+    from nova_sched.db import api as db_api
+
+    # Pooled connections opened by the start-up checks must not be shared
+    # by the children: each opens its own.
+    db_api.get_engine().dispose()
     children: list[int] = []
     for _ in range(count):
         pid = os.fork()

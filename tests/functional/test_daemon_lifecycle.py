@@ -80,3 +80,38 @@ def test_sigterm_exits_0(bare_cloud):
                     + bare_cloud.log_tails(["sigterm-daemon"]))
     assert code == 0, bare_cloud.log_tails(["sigterm-daemon"])
     assert "Traceback" not in bare_cloud.log_text("sigterm-daemon")
+
+
+@pytest.fixture
+def workers_cloud(rabbitmq, workdir):
+    c = cloudlib.Cloud(workdir("workers"), "workers")
+    try:
+        c.db_sync()
+        yield c
+    finally:
+        c.close()
+
+
+def test_two_workers_share_the_topic_and_stop_cleanly(workers_cloud):
+    """[scheduler] workers = 2: two processes consume, both place, both exit 0."""
+    bare_cloud = workers_cloud
+    config = bare_cloud.write_config(bare_cloud.workdir / "workers.conf",
+                                     {"scheduler": {"workers": 2}})
+    daemon = bare_cloud.start_daemon("workers-daemon", config_file=config)
+    bare_cloud.start_compute("wk-1", 8, 16384, 200)
+    bare_cloud.start_compute("wk-2", 8, 16384, 200)
+    bare_cloud.wait_for_nodes(["wk-1", "wk-2"])
+    uuids = []
+    for _ in range(10):
+        spec, fprops, batch = cloudlib.havana_request(cloudlib.named_flavor("m1.small"), 2)
+        bare_cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
+        uuids += batch
+    rows = bare_cloud.wait_for_final(uuids, timeout=90)
+    assert all(r["vm_state"] == "active" for r in rows.values()), rows
+    # Both worker processes took requests: their pids differ in the log.
+    log = bare_cloud.log_text("workers-daemon")
+    pids = {line.split()[2] for line in log.splitlines()
+            if "scheduled to" in line and len(line.split()) > 2}
+    assert len(pids) == 2, pids
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(30) == 0, bare_cloud.log_tails(["workers-daemon"])
