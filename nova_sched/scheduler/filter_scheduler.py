@@ -84,8 +84,7 @@ class FilterScheduler(driver.Scheduler):
             result = FilterResult(rows=rows, removed=[], considered=len(rows))
         else:
             result = HostFilterHandler.run(
-                self.filters, self.host_manager.table, rows, spec,
-                first_instance=(index == 0))
+                self.filters, self.host_manager.table, rows, spec)
         result.removed = pre_removed + result.removed
         result.considered = considered
         return result

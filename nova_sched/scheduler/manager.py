@@ -104,6 +104,12 @@ class SchedulerManager:
                     LOG.warning("Instance %s: %s", uuid, err.message)
                     events.fail(uuid, err.message)
                     self._set_error(context, spec.raw, uuid, err.message)
+                except exception.InvalidRequestSpec as err:
+                    # Found by a filter (a malformed JsonFilter query, an
+                    # unknown PCI alias): the caller's mistake, not ours.
+                    LOG.error("Instance %s: %s", uuid, err.message)
+                    events.fail(uuid, err.message)
+                    self._set_error(context, spec.raw, uuid, err.message, code=400)
                 except exception.DatabaseUnavailable:
                     raise
                 except Exception as err:

@@ -24,8 +24,11 @@ LOG = logging.getLogger(__name__)
 class BaseHostFilter:
     """Base class of host filters: override ``host_passes``."""
 
-    # A filter whose answer cannot change between the instances of one
-    # request (nova's flag) runs only for the first instance.
+    # nova's flag for filters whose answer cannot change between the
+    # instances of one request. nova narrows each instance's hosts to the
+    # previous one's survivors, so skipping such filters later is safe
+    # there; here every instance starts from all live hosts, so every filter
+    # runs every time and the flag is informational.
     run_filter_once_per_request = False
 
     @classmethod
@@ -99,15 +102,12 @@ class HostFilterHandler:
         table: HostTable,
         rows: np.ndarray,
         spec: RequestSpec,
-        first_instance: bool = True,
     ) -> FilterResult:
         removed: list[tuple[str, np.ndarray]] = []
         considered = len(rows)
         for flt in filters:
             if not len(rows):
                 break
-            if flt.run_filter_once_per_request and not first_instance:
-                continue
             mask = np.asarray(flt.filter_all(table, rows, spec), dtype=bool)
             dropped = rows[~mask]
             removed.append((flt.name(), dropped))

@@ -354,3 +354,16 @@ def test_explain_sees_a_known_groups_policy_without_recording(manager, ctxt):
     assert out["removed"]["ServerGroupAntiAffinityFilter"] == [[placed_on, placed_on]]
     from nova_sched.db import instance_groups
     assert instance_groups.member_hosts("g3") == {placed_on: 1}  # probe not recorded
+
+
+def test_every_instance_of_a_request_honours_the_zone(manager, ctxt):
+    from nova_sched.db import aggregates
+
+    for n in ("c1", "c2", "c3"):
+        manager.compute_node_update(ctxt, compute_report(n, memory_mb=8192))
+    aggregates.create("rack1", zone="az1")
+    aggregates.add_host("rack1", "c1")
+    manager.host_manager.refresh(force=True)
+    spec = boot_request(count=3, az="az1")
+    _run(manager, ctxt, spec)
+    assert [c["host"] for c in manager.compute_api.casts] == ["c1", "c1", "c1"]

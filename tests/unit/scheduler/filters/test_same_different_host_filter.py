@@ -189,12 +189,6 @@ def test_manager_places_by_hints(affinity_manager, ctxt):
     assert db_instances.get(nowhere).vm_state == "error"
 
 
-@pytest.mark.xfail(reason="filters/__init__.py skips run_filter_once_per_request "
-                          "filters for the 2nd+ instance of a request and "
-                          "filter_scheduler re-filters from every live node, so "
-                          "later instances escape the hint (nova keeps the first "
-                          "instance's filtered hosts); reported to the lead",
-                   strict=False)
 def test_manager_keeps_every_instance_of_a_request_off_the_named_host(
         affinity_manager, ctxt):
     mgr = affinity_manager
