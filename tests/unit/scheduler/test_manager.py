@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 
 import oslo_messaging as messaging
@@ -367,3 +368,16 @@ def test_every_instance_of_a_request_honours_the_zone(manager, ctxt):
     spec = boot_request(count=3, az="az1")
     _run(manager, ctxt, spec)
     assert [c["host"] for c in manager.compute_api.casts] == ["c1", "c1", "c1"]
+
+
+def test_anti_affinity_limit_counts_members_placed_in_the_same_request(manager, ctxt):
+    for n in ("c1", "c2", "c3"):
+        manager.compute_node_update(ctxt, compute_report(n, memory_mb=16384))
+    group = {"uuid": "g4", "policy": "anti-affinity", "rules": {"max_server_per_host": 2}}
+    spec = boot_request(count=7)
+    spec["instance_group"] = group
+    _run(manager, ctxt, spec)
+    hosts = collections.Counter(c["host"] for c in manager.compute_api.casts)
+    assert hosts == {"c1": 2, "c2": 2, "c3": 2}
+    last = spec["instance_uuids"][-1]
+    assert "ServerGroupAntiAffinityFilter removed 3" in _faults(last)[0]
