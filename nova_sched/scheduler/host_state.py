@@ -31,6 +31,10 @@ _INT_COLUMNS = (
     "num_instances",
     "num_io_ops",
     "az_code",
+    # Derived from the descriptive fields at upsert, so that weighers over
+    # them are column reads too.
+    "hypervisor_version",
+    "failed_builds",
 )
 _FLOAT_COLUMNS = ("service_updated",)
 _BOOL_COLUMNS = ("active", "disabled")
@@ -131,6 +135,16 @@ class HostState:
         return float(self._col("service_updated"))
 
     @property
+    def failed_builds(self) -> int:
+        """``stats['failed_builds']``: builds failed since the last success."""
+        count = self.stats.get("failed_builds") if isinstance(self.stats, dict) else None
+        try:
+            count = int(count or 0)
+        except (TypeError, ValueError, OverflowError):
+            return 0
+        return max(count, 0)
+
+    @property
     def aggregates(self) -> list[AggregateInfo]:
         assert self._table is not None
         return self._table.aggregates_by_host.get(self.host, [])
@@ -217,6 +231,8 @@ class HostTable:
         values = dict(values)
         values.setdefault("active", True)
         values["node_id"] = state.node_id
+        values["hypervisor_version"] = min(int(state.hypervisor_version or 0), 2**62)
+        values["failed_builds"] = min(state.failed_builds, 2**62)
         for name, value in values.items():
             self._arrays[name][row] = value
         self._arrays["az_code"][row] = self._az_code_for(state.host)

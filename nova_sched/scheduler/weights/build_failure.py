@@ -12,21 +12,7 @@ way; 0 disables the weigher.
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.scheduler import aggregate_metadata, weights
-
-
-def failed_builds(host_state) -> int:
-    """``stats['failed_builds']`` as a count; 0 when absent or not a number."""
-    stats = host_state.stats
-    count = stats.get("failed_builds") if isinstance(stats, dict) else None
-    if count.__class__ is not int:
-        try:
-            count = int(count or 0)
-        except (TypeError, ValueError, OverflowError):
-            return 0
-    return count if count > 0 else 0
 
 
 class BuildFailureWeigher(weights.BaseHostWeigher):
@@ -45,9 +31,7 @@ class BuildFailureWeigher(weights.BaseHostWeigher):
         return -aggregate_metadata.min_number(values, -default, float, key)
 
     def _weigh_object(self, host_state, spec) -> float:
-        return failed_builds(host_state)
+        return host_state.failed_builds
 
     def weigh_all(self, table, rows, spec):
-        states = table.states
-        return np.fromiter((failed_builds(states[r]) for r in rows.tolist()),
-                           dtype=np.float64, count=len(rows))
+        return table.col("failed_builds")[rows]

@@ -7,8 +7,6 @@ version weighs as version 0.
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.scheduler import weights
 
 
@@ -19,9 +17,4 @@ class HypervisorVersionWeigher(weights.BaseHostWeigher):
         return host_state.hypervisor_version or 0
 
     def weigh_all(self, table, rows, spec):
-        states = table.states
-        return np.fromiter(
-            (states[r].hypervisor_version or 0 for r in rows.tolist()),
-            dtype=np.float64,
-            count=len(rows),
-        )
+        return table.col("hypervisor_version")[rows]

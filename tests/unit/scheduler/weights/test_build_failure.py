@@ -7,10 +7,7 @@ import pytest
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import weights
-from nova_sched.scheduler.weights.build_failure import (
-    BuildFailureWeigher,
-    failed_builds,
-)
+from nova_sched.scheduler.weights.build_failure import BuildFailureWeigher
 from nova_sched.scheduler.weights.cpu import CPUWeigher
 from nova_sched.scheduler.weights.disk import DiskWeigher
 from nova_sched.scheduler.weights.ram import RAMWeigher
@@ -90,7 +87,7 @@ def test_no_failures_anywhere_weighs_nothing():
 def test_failed_builds_from_stats(stats, expected):
     table = fakes.make_table([dict(host="h", stats=stats)])
     state = fakes.state(table, "h")
-    assert failed_builds(state) == expected
+    assert state.failed_builds == expected
     assert BuildFailureWeigher()._weigh_object(state, fakes.make_spec()) == expected
 
 
