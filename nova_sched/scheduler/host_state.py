@@ -178,6 +178,9 @@ class HostTable:
         for name in _BOOL_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=bool)
         self.states: list[HostState] = []
+        # One shared supported_instances list per distinct content: fleets
+        # have a few hardware kinds, so filters can judge each kind once.
+        self._supported_kinds: dict[tuple, list] = {}
         self.index: dict[tuple[str, str], int] = {}
         self.node_rows: dict[int, int] = {}
         self.host_rows: dict[str, list[int]] = {}
@@ -228,6 +231,7 @@ class HostTable:
         self.node_rows[state.node_id] = row
         state._table = self
         state._row = row
+        state.supported_instances = self._shared_supported(state.supported_instances)
         values = dict(values)
         values.setdefault("active", True)
         values["node_id"] = state.node_id
@@ -237,6 +241,14 @@ class HostTable:
             self._arrays[name][row] = value
         self._arrays["az_code"][row] = self._az_code_for(state.host)
         return row
+
+    def _shared_supported(self, supported: list) -> list:
+        try:
+            key = tuple(tuple(item) if isinstance(item, (list, tuple)) else item
+                        for item in supported or ())
+            return self._supported_kinds.setdefault(key, supported)
+        except TypeError:  # unhashable entries: keep the node's own list
+            return supported
 
     def deactivate(self, row: int) -> None:
         self._arrays["active"][row] = False

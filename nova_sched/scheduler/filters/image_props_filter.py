@@ -246,8 +246,15 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         if requirement is None:
             return np.ones(len(rows), dtype=bool)
         states = table.states
-        return np.fromiter(
-            (self._supported(states[r], requirement) for r in rows),
-            dtype=bool,
-            count=len(rows),
-        )
+        # Nodes of one kind share one supported_instances list (HostTable
+        # interns it), so each distinct (list, version) is judged once.
+        memo: dict[tuple[int, object], bool] = {}
+        out = np.empty(len(rows), dtype=bool)
+        for i, row in enumerate(rows.tolist()):
+            state = states[row]
+            key = (id(state.supported_instances), state.hypervisor_version)
+            verdict = memo.get(key)
+            if verdict is None:
+                verdict = memo[key] = self._supported(state, requirement)
+            out[i] = verdict
+        return out
