@@ -14,19 +14,22 @@ from nova_sched.db import models
 
 @db_api.retry_on_disconnect
 def record(group_uuid: str | None, name: str | None, policy: str | None,
-           rules: dict | None, member_uuids: list[str]) -> tuple[str | None, dict]:
+           rules: dict | None, member_uuids: list[str],
+           uuid_is_exact: bool = True) -> tuple[str | None, dict]:
     """Record a group (when described) and its new members.
 
-    ``group_uuid`` may also be a group's name (scheduler hint). Returns the
+    A group described with its uuid is that group only: two groups may
+    share a name. Without ``uuid_is_exact`` (a scheduler hint naming a
+    group), ``group_uuid`` may also be a known group's name. Returns the
     group's policy and rules as stored, or (None, {}) for an unknown group
     that the request does not describe.
     """
+    g = models.InstanceGroup
     with db_api.session_scope() as session:
-        group = session.execute(
-            sa.select(models.InstanceGroup).where(
-                sa.or_(models.InstanceGroup.uuid == group_uuid,
-                       models.InstanceGroup.name == (name or group_uuid)))
-        ).scalars().first()
+        group = session.execute(sa.select(g).where(g.uuid == group_uuid)).scalars().first()
+        if group is None and not uuid_is_exact:
+            group = session.execute(
+                sa.select(g).where(g.name == group_uuid).order_by(g.id)).scalars().first()
         if group is None:
             if not policy or not group_uuid:
                 return None, {}

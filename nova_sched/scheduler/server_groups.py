@@ -27,7 +27,8 @@ def record_members(spec: RequestSpec) -> RequestSpec:
         policy = group["policies"][0]
     rules = group.get("rules") if isinstance(group.get("rules"), dict) else {}
     policy, rules = db_groups.record(group.get("uuid") or ref, group.get("name"),
-                                     policy, rules, spec.instance_uuids)
+                                     policy, rules, spec.instance_uuids,
+                                     uuid_is_exact=bool(group.get("uuid")))
     return dataclasses.replace(spec, group_policy=policy, group_rules=rules)
 
 

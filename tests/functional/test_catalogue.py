@@ -592,11 +592,6 @@ def test_explain_knows_a_groups_members(cat):
     assert [h["host"] for h in reply["hosts"]] == [({"h-big", "h-new"} - {taken}).pop()]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "daemon: db.instance_groups.record() finds a group by uuid OR name, so a "
-    "new group (new uuid) named like an existing one is merged into it (its "
-    "policy, rules, members); member_hosts() then finds no group under the "
-    "new uuid, and the new group's anti-affinity is never enforced"))
 def test_groups_with_the_same_name_are_different_groups(cat):
     """Server groups are told apart by uuid; names need not be unique (nova)."""
     east = _query(["in", "$host", "h-big", "h-new"])

@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 
+from nova_sched.conf import CONF
 from nova_sched.scheduler import filters
 
 LOG = logging.getLogger(__name__)
@@ -197,8 +198,11 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         if cached_spec is spec and cached_props is spec.image_props:
             return requirement
         props = spec.image_props or {}
+        # nova: an image that names no architecture is taken to need the
+        # configured default one, when there is one.
+        default_arch = CONF.filter_scheduler.image_properties_default_architecture
         wanted = (
-            canonical_arch(_image_prop(props, _ARCH)),
+            canonical_arch(_image_prop(props, _ARCH) or default_arch),
             canonical_hv_type(_image_prop(props, _HV_TYPE)),
             canonical_vm_mode(_image_prop(props, _VM_MODE)),
         )

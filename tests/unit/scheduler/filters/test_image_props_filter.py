@@ -180,3 +180,22 @@ def test_filter_all_over_many_hosts():
     for row in table.active_rows():
         st = table.states[row]
         assert flt.host_passes(st, spec) == (st.host in kept)
+
+
+def test_default_architecture_applies_to_images_naming_none():
+    from nova_sched.conf import CONF
+    from nova_sched.scheduler.filters.image_props_filter import ImagePropertiesFilter
+
+    table = fakes.make_table([
+        dict(host="x86", supported_instances=[["x86_64", "kvm", "hvm"]]),
+        dict(host="arm", supported_instances=[["aarch64", "kvm", "hvm"]]),
+    ])
+    plain = fakes.make_spec()
+    assert [h for h, _ in fakes.passes(ImagePropertiesFilter(), table, plain)] == [
+        "x86", "arm"]
+    CONF.set_override("image_properties_default_architecture", "aarch64",
+                      group="filter_scheduler")
+    assert [h for h, _ in fakes.passes(ImagePropertiesFilter(), table,
+                                       fakes.make_spec())] == ["arm"]
+    named = fakes.make_spec(image_props={"hw_architecture": "x86_64"})
+    assert [h for h, _ in fakes.passes(ImagePropertiesFilter(), table, named)] == ["x86"]
