@@ -20,7 +20,6 @@ refused the request; 2 for bad input (a malformed ``--flavor``,
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import sys

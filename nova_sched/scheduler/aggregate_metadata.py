@@ -41,3 +41,15 @@ def min_number(values: set[str], default, cast: Callable = float, what: str = ""
                     "the configured %s", what or "a value", sorted(values), err,
                     default)
         return default
+
+
+def host_value(host_state, key: str, default, cast: Callable = float):
+    """The option ``default`` unless the host's aggregates set ``key``.
+
+    nova's rule for per-aggregate overrides: the smallest of the aggregates'
+    values, the option when none is set or one is not a number. Without a
+    host (a vectorised caller asking for the global value) it is the option.
+    """
+    if host_state is None:
+        return default
+    return min_number(values_for_key(host_state.aggregates, key), default, cast, key)

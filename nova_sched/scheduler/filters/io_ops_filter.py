@@ -47,9 +47,5 @@ class AggregateIoOpsFilter(IoOpsFilter):
     """
 
     def _max_io_ops(self, host_state=None) -> int:
-        default = super()._max_io_ops()
-        if host_state is None:
-            return default
-        key = "max_io_ops_per_host"
-        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
-        return aggregate_metadata.min_number(values, default, int, key)
+        return aggregate_metadata.host_value(
+            host_state, "max_io_ops_per_host", super()._max_io_ops(), int)

@@ -44,9 +44,5 @@ class AggregateNumInstancesFilter(NumInstancesFilter):
     """
 
     def _max_instances(self, host_state=None) -> int:
-        default = super()._max_instances()
-        if host_state is None:
-            return default
-        key = "max_instances_per_host"
-        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
-        return aggregate_metadata.min_number(values, default, int, key)
+        return aggregate_metadata.host_value(
+            host_state, "max_instances_per_host", super()._max_instances(), int)

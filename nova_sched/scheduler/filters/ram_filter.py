@@ -58,9 +58,5 @@ class AggregateRamFilter(RamFilter):
     """
 
     def _ratio(self, host_state=None) -> float:
-        default = super()._ratio()
-        if host_state is None:
-            return default
-        key = "ram_allocation_ratio"
-        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
-        return aggregate_metadata.min_number(values, default, float, key)
+        return aggregate_metadata.host_value(
+            host_state, "ram_allocation_ratio", super()._ratio(), float)

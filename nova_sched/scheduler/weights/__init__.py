@@ -53,11 +53,9 @@ class BaseHostWeigher:
 
     def weight_multiplier(self, host_state: HostState | None = None) -> float:
         default = self._configured_multiplier()
-        if host_state is None or self.multiplier_option is None:
+        if self.multiplier_option is None:
             return default
-        key = self._metadata_key
-        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
-        return aggregate_metadata.min_number(values, default, float, key)
+        return aggregate_metadata.host_value(host_state, self._metadata_key, default)
 
     def _weigh_object(self, host_state: HostState, spec: RequestSpec) -> float:
         raise NotImplementedError

@@ -23,12 +23,8 @@ class BuildFailureWeigher(weights.BaseHostWeigher):
 
     def weight_multiplier(self, host_state=None) -> float:
         """The option, or the host's aggregates' smallest value, negated."""
-        default = self._configured_multiplier()
-        if host_state is None:
-            return default
-        key = self._metadata_key
-        values = aggregate_metadata.values_for_key(host_state.aggregates, key)
-        return -aggregate_metadata.min_number(values, -default, float, key)
+        return -aggregate_metadata.host_value(
+            host_state, self._metadata_key, -self._configured_multiplier())
 
     def _weigh_object(self, host_state, spec) -> float:
         return host_state.failed_builds
