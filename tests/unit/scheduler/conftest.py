@@ -60,6 +60,29 @@ def boot_request(memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0, swap=0,
             "security_group": ["default"]}
 
 
+def instance_row(uuid: str):
+    """The instances row of ``uuid``."""
+    import sqlalchemy as sa
+
+    from nova_sched.db import models
+
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.Instance).where(
+            models.Instance.uuid == uuid)).scalar_one()
+
+
+def fault_messages(uuid: str) -> list[str]:
+    """The messages of the instance's faults, oldest first."""
+    import sqlalchemy as sa
+
+    from nova_sched.db import models
+
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.InstanceFault.message).where(
+            models.InstanceFault.instance_uuid == uuid)
+            .order_by(models.InstanceFault.id)).scalars().all()
+
+
 class RecordingComputeAPI:
     """Stands in for the compute RPC client: records every cast."""
 

@@ -13,19 +13,9 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from tests.unit.scheduler.conftest import boot_request, compute_report
-
-
-def _instance(uuid):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.Instance).where(
-            models.Instance.uuid == uuid)).scalar_one()
-
-
-def _faults(uuid):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.InstanceFault.message).where(
-            models.InstanceFault.instance_uuid == uuid)).scalars().all()
+from tests.unit.scheduler.conftest import (boot_request, compute_report,
+                                           fault_messages as _faults,
+                                           instance_row as _instance)
 
 
 def _events(uuid):

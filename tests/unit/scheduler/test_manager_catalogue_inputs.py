@@ -14,7 +14,9 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from tests.unit.scheduler.conftest import boot_request, compute_report
+from tests.unit.scheduler.conftest import (boot_request, compute_report,
+                                           fault_messages as _faults,
+                                           instance_row as _instance)
 
 FILTERS = ["RetryFilter", "RamFilter", "ComputeFilter", "JsonFilter",
            "PciPassthroughFilter", "NUMATopologyFilter", "SameHostFilter",
@@ -28,18 +30,6 @@ def catalogue_manager(db, request):
     CONF.set_override("alias", [json.dumps({"name": "nic", "vendor_id": "8086",
                                             "product_id": "154d"})], "pci")
     return request.getfixturevalue("manager")
-
-
-def _instance(uuid):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.Instance).where(
-            models.Instance.uuid == uuid)).scalar_one()
-
-
-def _faults(uuid):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.InstanceFault.message).where(
-            models.InstanceFault.instance_uuid == uuid)).scalars().all()
 
 
 def _event_results(uuid):
