@@ -107,9 +107,17 @@ def load_changed(since_us: int) -> tuple[list, list]:
 
 @db_api.retry_on_disconnect
 def load_node(node_id: int):
-    """One node's row (after a lost claim race), or None."""
+    """One node's row and its host's compute service row (either may be None)."""
     nodes_t = models.ComputeNode.__table__
+    services_t = models.Service.__table__
     with db_api.session_scope() as session:
-        return session.execute(
+        node = session.execute(
             sa.select(nodes_t).where(nodes_t.c.id == node_id)
         ).mappings().one_or_none()
+        if node is None:
+            return None, None
+        service = session.execute(
+            sa.select(services_t).where(services_t.c.host == node["host"],
+                                        services_t.c.binary == COMPUTE_BINARY)
+        ).mappings().one_or_none()
+        return node, service

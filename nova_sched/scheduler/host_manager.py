@@ -112,11 +112,14 @@ class HostManager:
             self._last_refresh_mono = now
 
     def refresh_node(self, node_id: int) -> None:
-        """Re-read one node, e.g. after another daemon won a claim on it."""
-        row = db_nodes.load_node(node_id)
-        if row is not None:
-            with self.lock:
-                self._apply_node(row)
+        """Re-read one node and its service: after a report this daemon
+        stored, a release, or another daemon winning a claim on it."""
+        node, service = db_nodes.load_node(node_id)
+        with self.lock:
+            if service is not None:
+                self._apply_service(service)
+            if node is not None:
+                self._apply_node(node)
 
     # -- applying rows ------------------------------------------------------
     def _apply_service(self, service: Mapping) -> None:
@@ -187,41 +190,6 @@ class HostManager:
         )
 
     # -- events from this daemon ------------------------------------------------
-    def note_report(self, node_id: int, values: Mapping, heartbeat_at) -> None:
-        """A compute report this daemon stored: apply it without a read."""
-        with self.lock:
-            row = self.table.node_rows.get(node_id)
-            claimed = {}
-            if row is not None:
-                cols = self.table.columns
-                claimed = {
-                    "claimed_memory_mb": int(cols["claimed_memory_mb"][row]),
-                    "claimed_vcpus": int(cols["claimed_vcpus"][row]),
-                    "claimed_disk_mb": int(cols["claimed_disk_mb"][row]),
-                    "claimed_instances": int(cols["num_instances"][row]),
-                }
-            service = dict(self._services.get(values["host"], {}))
-            service.update(host=values["host"], updated_at=heartbeat_at)
-            service.setdefault("disabled", False)
-            service.setdefault("disabled_reason", None)
-            self._services[values["host"]] = service
-            node = {
-                "id": node_id, "deleted": False, "current_workload": None,
-                "claimed_memory_mb": 0, "claimed_vcpus": 0, "claimed_disk_mb": 0,
-                "claimed_instances": 0, "vcpus_used": None, "memory_mb_used": None,
-                "local_gb_used": None, "running_vms": None,
-                "hypervisor_type": None, "hypervisor_version": None,
-                "cpu_info": None, "host_ip": None, "supported_instances": None,
-                "stats": None, "metrics": None, "pci_stats": None,
-                "numa_topology": None,
-                "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0,
-                "reserved_host_cpus": 0,
-            }
-            node.update(values)
-            node.update(claimed)
-            self._apply_node(node)
-            self._apply_service(service)
-
     def note_deleted(self, host: str, nodename: str) -> None:
         with self.lock:
             row = self.table.row_of(host, nodename)

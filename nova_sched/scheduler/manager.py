@@ -229,7 +229,7 @@ class SchedulerManager:
             LOG.error("Could not store the report of %s/%s: %s", values["host"],
                       values["hypervisor_hostname"], err.message)
             return
-        self.host_manager.note_report(node_id, values, db_api.utcnow())
+        self.host_manager.refresh_node(node_id)
 
     def compute_node_delete(self, context, host, nodename):
         """Forget a node: it takes no more instances."""

@@ -87,14 +87,14 @@ def test_refresh_is_rate_limited_unless_forced(db):
     assert _free_ram(hm, "c1") == 7192
 
 
-def test_note_report_applies_without_reading_and_keeps_claims(db):
+def test_a_stored_report_applies_at_once_and_keeps_claims(db):
     node_id = _store("c1")
     hm = HostManager()
     hm.full_resync()
     claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
-    hm.refresh(force=True)
-    values = compute_report.validate(report("c1", memory_mb=16384))
-    hm.note_report(node_id, values, db_api.utcnow())
+    _store("c1", memory_mb=16384)
+    hm._last_refresh_mono = float("inf")  # no incremental refresh would run
+    hm.refresh_node(node_id)
     state = hm.table.state(hm.table.row_of("c1", "c1"))
     assert state.total_usable_ram_mb == 16384 and state.free_ram_mb == 15384
 
