@@ -31,6 +31,30 @@ _FAULTS = models.InstanceFault.__table__
 _ACTIONS = models.InstanceAction.__table__
 _EVENTS = models.InstanceActionEvent.__table__
 
+# Statements of the per-instance hot path, built once: composing them per
+# call cost more than running them.
+_UUIDS_PRESENT = sa.select(_INSTANCES.c.uuid).where(
+    _INSTANCES.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+_SET_PLACEMENT = (
+    sa.update(_INSTANCES).where(_INSTANCES.c.uuid == sa.bindparam("b_uuid"))
+    .values(host=sa.bindparam("b_host"), node=sa.bindparam("b_node"),
+            scheduled_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now"),
+            launch_index=sa.bindparam("b_index")))
+_ACTIONS_OF = (
+    sa.select(_ACTIONS.c.id, _ACTIONS.c.instance_uuid, _ACTIONS.c.request_id)
+    .where(_ACTIONS.c.instance_uuid.in_(sa.bindparam("uuids", expanding=True)),
+           _ACTIONS.c.action == sa.bindparam("b_action"))
+    .order_by(_ACTIONS.c.id))
+_FINISH_EVENT = (
+    sa.update(_EVENTS).where(_EVENTS.c.id == sa.bindparam("b_id"))
+    .values(finish_time=sa.bindparam("b_now"), result=sa.bindparam("b_result"),
+            traceback=sa.bindparam("b_trace")))
+_ACTIONS_OF_EVENTS = sa.select(_EVENTS.c.id, _EVENTS.c.action_id).where(
+    _EVENTS.c.id.in_(sa.bindparam("ids", expanding=True)))
+_FINISH_ACTION = (
+    sa.update(_ACTIONS).where(_ACTIONS.c.id == sa.bindparam("b_id"))
+    .values(finish_time=sa.bindparam("b_now"), message=sa.bindparam("b_message")))
+
 
 @db_api.retry_on_disconnect
 def ensure_instances(
@@ -59,13 +83,11 @@ def ensure_instances(
         common[key] = sizes.get(key, _size(props, key))
     try:
         with db_api.transaction() as conn:
-            existing = set(conn.execute(
-                sa.select(_INSTANCES.c.uuid).where(_INSTANCES.c.uuid.in_(uuids))
-            ).scalars())
+            existing = set(conn.execute(_UUIDS_PRESENT, {"uuids": uuids}).scalars())
             rows = [dict(common, uuid=uuid, launch_index=index)
                     for index, uuid in enumerate(uuids) if uuid not in existing]
             if rows:
-                conn.execute(sa.insert(_INSTANCES), rows)
+                conn.execute(_INSTANCES.insert(), rows)
     except sa_exc.IntegrityError:
         # A concurrent daemon recorded the same instance: theirs stands.
         pass
@@ -83,13 +105,10 @@ def set_scheduling(uuid: str) -> None:
 
 @db_api.retry_on_disconnect
 def set_placement(uuid: str, host: str, node: str, launch_index: int) -> None:
-    _update(
-        uuid,
-        host=host,
-        node=node,
-        scheduled_at=db_api.utcnow(),
-        launch_index=launch_index,
-    )
+    with db_api.transaction() as conn:
+        conn.execute(_SET_PLACEMENT, {"b_uuid": uuid, "b_host": host, "b_node": node,
+                                      "b_now": db_api.utcnow(),
+                                      "b_index": launch_index})
 
 
 @db_api.retry_on_disconnect
@@ -205,10 +224,7 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
     now = db_api.utcnow()
     event_ids: dict[str, int] = {}
     with db_api.transaction() as conn:
-        rows = conn.execute(
-            sa.select(_ACTIONS.c.id, _ACTIONS.c.instance_uuid, _ACTIONS.c.request_id)
-            .where(_ACTIONS.c.instance_uuid.in_(uuids), _ACTIONS.c.action == action)
-            .order_by(_ACTIONS.c.id)).all()
+        rows = conn.execute(_ACTIONS_OF, {"uuids": uuids, "b_action": action}).all()
         action_ids: dict[str, int] = {}
         exact: dict[str, int] = {}
         for action_id, uuid, rid in rows:  # oldest first: the latest wins
@@ -218,13 +234,14 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
         action_ids.update(exact)
         for uuid in uuids:
             if uuid not in action_ids:
-                action_ids[uuid] = conn.execute(sa.insert(_ACTIONS).values(
-                    action=action, instance_uuid=uuid, request_id=request_id,
-                    user_id=_str(user_id), project_id=_str(project_id),
-                    start_time=now)).inserted_primary_key[0]
-            event_ids[uuid] = conn.execute(sa.insert(_EVENTS).values(
-                action_id=action_ids[uuid], event=event, start_time=now,
-                host=host)).inserted_primary_key[0]
+                action_ids[uuid] = conn.execute(_ACTIONS.insert(), {
+                    "action": action, "instance_uuid": uuid,
+                    "request_id": request_id, "user_id": _str(user_id),
+                    "project_id": _str(project_id), "start_time": now,
+                }).inserted_primary_key[0]
+            event_ids[uuid] = conn.execute(_EVENTS.insert(), {
+                "action_id": action_ids[uuid], "event": event, "start_time": now,
+                "host": host}).inserted_primary_key[0]
     return event_ids
 
 
@@ -235,18 +252,18 @@ def finish_events(results: dict[int, tuple[str, str | None]]) -> None:
         return
     now = db_api.utcnow()
     with db_api.transaction() as conn:
-        for event_id, (result, trace) in results.items():
-            conn.execute(sa.update(_EVENTS).where(_EVENTS.c.id == event_id).values(
-                finish_time=now, result=result,
-                traceback=trace[:_MAX_TEXT] if trace else None))
+        conn.execute(_FINISH_EVENT, [
+            {"b_id": event_id, "b_now": now, "b_result": result,
+             "b_trace": trace[:_MAX_TEXT] if trace else None}
+            for event_id, (result, trace) in results.items()])
         action_results: dict[int, str] = {}
         for event_id, action_id in conn.execute(
-                sa.select(_EVENTS.c.id, _EVENTS.c.action_id)
-                .where(_EVENTS.c.id.in_(list(results)))).all():
+                _ACTIONS_OF_EVENTS, {"ids": list(results)}).all():
             action_results[action_id] = results[event_id][0]
-        for action_id, result in action_results.items():
-            conn.execute(sa.update(_ACTIONS).where(_ACTIONS.c.id == action_id).values(
-                finish_time=now, message=result if result == "Error" else None))
+        conn.execute(_FINISH_ACTION, [
+            {"b_id": action_id, "b_now": now,
+             "b_message": result if result == "Error" else None}
+            for action_id, result in action_results.items()])
 
 
 @db_api.retry_on_disconnect

@@ -66,6 +66,41 @@ def _allocations_of(conn, instance_uuids: list[str]):
         sa.select(_ALLOC).where(_ALLOC.c.instance_uuid.in_(instance_uuids))).all()
 
 
+def _claim_statement():
+    """The guarded UPDATE, built once: building it per claim cost more than
+    running it."""
+    n = _NODES.c
+    mem, vcpus, disk = (sa.bindparam("req_mem"), sa.bindparam("req_vcpus"),
+                        sa.bindparam("req_disk"))
+    return (
+        sa.update(_NODES)
+        .where(
+            n.id == sa.bindparam("req_node"),
+            n.deleted == sa.false(),
+            n.claimed_memory_mb + mem
+            <= n.memory_mb * sa.bindparam("ram_ratio") - n.reserved_host_memory_mb,
+            n.claimed_vcpus + vcpus
+            <= n.vcpus * sa.bindparam("cpu_ratio") - n.reserved_host_cpus,
+            n.claimed_disk_mb + disk
+            <= n.local_gb * 1024 * sa.bindparam("disk_ratio")
+            - n.reserved_host_disk_mb,
+        )
+        .values(
+            claimed_memory_mb=n.claimed_memory_mb + mem,
+            claimed_vcpus=n.claimed_vcpus + vcpus,
+            claimed_disk_mb=n.claimed_disk_mb + disk,
+            claimed_instances=n.claimed_instances + 1,
+            changed_at=sa.bindparam("stamp"),
+        )
+    )
+
+
+_CLAIM = _claim_statement()
+_INSERT_ALLOCATION = sa.insert(_ALLOC)
+_ALLOCATIONS_OF_ONE = sa.select(_ALLOC).where(
+    _ALLOC.c.instance_uuid == sa.bindparam("uuid"))
+
+
 @db_api.retry_on_disconnect
 def claim(claim: Claim) -> None:
     """Take ``claim`` on its node or raise ClaimFailed.
@@ -75,44 +110,33 @@ def claim(claim: Claim) -> None:
     same transaction.
     """
     fs = CONF.filter_scheduler
-    n = _NODES.c
     with db_api.transaction() as conn:
-        _release_rows(conn, _allocations_of(conn, [claim.instance_uuid]))
-        taken = conn.execute(
-            sa.update(_NODES)
-            .where(
-                n.id == claim.node_id,
-                n.deleted == sa.false(),
-                n.claimed_memory_mb + claim.memory_mb
-                <= n.memory_mb * fs.ram_allocation_ratio - n.reserved_host_memory_mb,
-                n.claimed_vcpus + claim.vcpus
-                <= n.vcpus * fs.cpu_allocation_ratio - n.reserved_host_cpus,
-                n.claimed_disk_mb + claim.disk_mb
-                <= n.local_gb * 1024 * fs.disk_allocation_ratio
-                - n.reserved_host_disk_mb,
-            )
-            .values(
-                claimed_memory_mb=n.claimed_memory_mb + claim.memory_mb,
-                claimed_vcpus=n.claimed_vcpus + claim.vcpus,
-                claimed_disk_mb=n.claimed_disk_mb + claim.disk_mb,
-                claimed_instances=n.claimed_instances + 1,
-                changed_at=db_api.now_us(),
-            )
-        ).rowcount
+        previous = conn.execute(_ALLOCATIONS_OF_ONE,
+                                {"uuid": claim.instance_uuid}).all()
+        if previous:
+            _release_rows(conn, previous)
+        taken = conn.execute(_CLAIM, {
+            "req_node": claim.node_id, "req_mem": claim.memory_mb,
+            "req_vcpus": claim.vcpus, "req_disk": claim.disk_mb,
+            "ram_ratio": fs.ram_allocation_ratio,
+            "cpu_ratio": fs.cpu_allocation_ratio,
+            "disk_ratio": fs.disk_allocation_ratio,
+            "stamp": db_api.now_us(),
+        }).rowcount
         if taken != 1:
             # Leaving the block by an exception rolls the release back too.
             raise exception.ClaimFailed(
                 f"claim for {claim.instance_uuid} on compute node "
                 f"{claim.node_id} failed: not enough free resources"
             )
-        conn.execute(sa.insert(_ALLOC).values(
-            instance_uuid=claim.instance_uuid,
-            compute_node_id=claim.node_id,
-            memory_mb=claim.memory_mb,
-            vcpus=claim.vcpus,
-            disk_mb=claim.disk_mb,
-            created_at=db_api.utcnow(),
-        ))
+        conn.execute(_INSERT_ALLOCATION, {
+            "instance_uuid": claim.instance_uuid,
+            "compute_node_id": claim.node_id,
+            "memory_mb": claim.memory_mb,
+            "vcpus": claim.vcpus,
+            "disk_mb": claim.disk_mb,
+            "created_at": db_api.utcnow(),
+        })
 
 
 @db_api.retry_on_disconnect

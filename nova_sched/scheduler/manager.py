@@ -65,9 +65,9 @@ class SchedulerManager:
             self._run_instance(context, spec, admin_password, injected_files,
                                requested_networks, is_first_time, legacy_bdm_in_spec)
         except exception.DatabaseUnavailable as err:
-            LOG.error("Request %s for instances %s failed: %s. The instances "
-                      "stay in 'scheduling' and are put into ERROR by the "
-                      "stuck-instance recovery once the database is back.",
+            LOG.error("Request %s for instances %s failed: %s. Those already "
+                      "recorded stay in 'scheduling' until the stuck-instance "
+                      "recovery puts them into ERROR once the database is back.",
                       context.request_id, spec.instance_uuids, err.message)
         except Exception:
             LOG.exception("Request %s for instances %s failed unexpectedly",
