@@ -33,5 +33,7 @@ python3 -m pip install -q -e '.[test]' </dev/null
 
 # The functional suite talks to a real broker on 127.0.0.1:5672.
 tools/ensure_rabbitmq.sh
+# The PostgreSQL and MariaDB tests use the local servers when installed.
+tools/ensure_databases.sh
 
 exec python3 -m pytest -q "$@"
