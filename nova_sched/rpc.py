@@ -86,7 +86,9 @@ def get_server(transport, target, endpoints, serializer=None):
         target,
         endpoints,
         serializer=serializer or ContextSerializer(),
-        access_policy=messaging.DefaultRPCAccessPolicy,
+        # Only methods marked @messaging.expose are callable over RPC, so a
+        # public helper on an endpoint never becomes part of the API.
+        access_policy=messaging.ExplicitRPCAccessPolicy,
     )
 
 

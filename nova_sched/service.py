@@ -61,6 +61,7 @@ class SchedulerService:
     def _run_periodic(self) -> None:
         while not self._stop.wait(CONF.scheduler.periodic_task_interval):
             try:
+                self.manager.resume_parked()
                 recovery.recover_stuck_instances(self.manager.driver)
                 self.manager.driver.refresh()
                 self._log_stats()

@@ -391,6 +391,7 @@ class FakeComputeEndpoint:
         self.nodes = nodes
         self.scheduler_api = scheduler_api
 
+    @messaging.expose
     def run_instance(self, context, instance, request_spec, filter_properties,
                      requested_networks, injected_files, admin_password,
                      is_first_time, node=None, legacy_bdm_in_spec=True):

@@ -29,6 +29,7 @@ from nova_sched.scheduler import (claims, compute_report, driver, request,
                                   server_groups)
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.notifications import SchedulerNotifier
+from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
 
 LOG = logging.getLogger(__name__)
 
@@ -45,8 +46,10 @@ class SchedulerManager:
         self.driver = driver.load_driver(CONF.scheduler.driver, self.host_manager)
         self.compute_api = compute_rpcapi.ComputeAPI(transport)
         self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
+        self.parked = ParkedRequests()
 
     # -- run_instance -------------------------------------------------------
+    @messaging.expose
     def run_instance(self, context, request_spec, admin_password, injected_files,
                      requested_networks, is_first_time, filter_properties,
                      legacy_bdm_in_spec=True):
@@ -65,10 +68,17 @@ class SchedulerManager:
             self._run_instance(context, spec, admin_password, injected_files,
                                requested_networks, is_first_time, legacy_bdm_in_spec)
         except exception.DatabaseUnavailable as err:
-            LOG.error("Request %s for instances %s failed: %s. Those already "
-                      "recorded stay in 'scheduling' until the stuck-instance "
-                      "recovery puts them into ERROR once the database is back.",
-                      context.request_id, spec.instance_uuids, err.message)
+            LOG.error("Request %s for instances %s could not reach the database "
+                      "(%s); parked until it answers again", context.request_id,
+                      spec.instance_uuids, err.message)
+            self.parked.park(ParkedRequest(
+                context, request_spec,
+                {"admin_password": admin_password, "injected_files": injected_files,
+                 "requested_networks": requested_networks,
+                 "is_first_time": is_first_time,
+                 "filter_properties": filter_properties,
+                 "legacy_bdm_in_spec": legacy_bdm_in_spec},
+                spec.instance_uuids))
         except Exception:
             LOG.exception("Request %s for instances %s failed unexpectedly",
                           context.request_id, spec.instance_uuids)
@@ -123,6 +133,29 @@ class SchedulerManager:
                     self._set_error(context, spec.raw, uuid, reason,
                                     details=traceback.format_exc())
             self.notifier.run_instance_end(context, spec.raw)
+
+    def resume_parked(self) -> int:
+        """Handle the requests parked during a database outage; how many.
+
+        Instances placed or failed meanwhile (by this request's earlier
+        attempt or the stuck-instance recovery) are left out.
+        """
+        items = self.parked.take_all()
+        for number, item in enumerate(items):
+            try:
+                pending = db_instances.unplaced(item.instance_uuids)
+            except exception.DatabaseUnavailable:
+                for rest in items[number:]:
+                    self.parked.park(rest)
+                return number
+            if not pending:
+                continue
+            request_spec = dict(item.request_spec, instance_uuids=pending,
+                                num_instances=len(pending))
+            LOG.info("Resuming parked request %s for instances %s",
+                     item.context.request_id, pending)
+            self.run_instance(item.context, request_spec, **item.kwargs)
+        return len(items)
 
     def _schedule_one(self, spec, uuid, index, fprops) -> driver.Selection:
         driver.populate_retry(fprops, uuid)
@@ -184,6 +217,7 @@ class SchedulerManager:
         self.notifier.run_instance_error(context, request_spec, uuid, reason)
 
     # -- select_destinations ------------------------------------------------
+    @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
     def select_destinations(self, context, request_spec, filter_properties,
                             return_alternates=False):
@@ -215,6 +249,7 @@ class SchedulerManager:
         return [sels[0].to_dict() for sels in placed]
 
     # -- host state reports -------------------------------------------------
+    @messaging.expose
     def compute_node_update(self, context, compute_node):
         """Store a compute node's report; it is also the host's heartbeat."""
         try:
@@ -231,17 +266,20 @@ class SchedulerManager:
             return
         self.host_manager.refresh_node(node_id)
 
+    @messaging.expose
     def compute_node_delete(self, context, host, nodename):
         """Forget a node: it takes no more instances."""
         if db_nodes.mark_deleted(host, nodename):
             LOG.info("Compute node %s/%s deleted", host, nodename)
         self.host_manager.note_deleted(host, nodename)
 
+    @messaging.expose
     def instance_delete(self, context, instance_uuid):
         """Release an instance's claim."""
         self.driver.release([instance_uuid])
         db_instances.mark_deleted(instance_uuid)
 
+    @messaging.expose
     def sync_instance_info(self, context, host, instance_uuids):
         """Reconcile the claims on ``host`` with the instances it runs.
 
@@ -263,6 +301,7 @@ class SchedulerManager:
             db_instances.record_unknown(sorted(unknown), host)
 
     # -- explain ------------------------------------------------------------
+    @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
     def explain(self, context, request_spec, filter_properties):
         """A dry run: what each filter removed and how survivors weigh.

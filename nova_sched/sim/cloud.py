@@ -129,6 +129,7 @@ class TimedComputeEndpoint(fake.FakeComputeEndpoint):
         super().__init__(nodes, scheduler_api)
         self._on_arrival = on_arrival
 
+    @messaging.expose
     def run_instance(self, context, instance, request_spec, filter_properties,
                      requested_networks, injected_files, admin_password,
                      is_first_time, node=None, legacy_bdm_in_spec=True):

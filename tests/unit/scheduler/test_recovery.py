@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from nova_sched.conf import CONF
@@ -56,3 +57,54 @@ def test_database_outage_is_logged_and_the_next_request_is_served(
     spec = boot_request()
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
     assert manager.compute_api.casts[-1]["host"] == "c1"
+
+
+def test_request_parked_during_outage_is_placed_when_the_database_returns(
+        manager, ctxt, tmp_path):
+    CONF.set_override("operation_retries", 0, group="database")
+    manager.compute_node_update(ctxt, compute_report("c1"))
+    good_url = CONF.database.connection
+    db_api.configure(f"sqlite:///{tmp_path}/missing-dir/none.sqlite")
+    spec = boot_request(count=2)
+    manager.run_instance(ctxt, spec, "pw", [], None, True, {})
+    assert len(manager.parked) == 1
+    assert manager.resume_parked() == 0  # still down: kept for later
+    assert len(manager.parked) == 1
+
+    db_api.configure(good_url)
+    assert manager.resume_parked() == 1
+    assert len(manager.parked) == 0
+    casts = manager.compute_api.casts
+    assert sorted(c["instance"]["uuid"] for c in casts) == sorted(spec["instance_uuids"])
+    assert casts[0]["admin_password"] == "pw"
+    # A second resume finds nothing left to do: no instance is built twice.
+    assert manager.resume_parked() == 0
+    assert len(manager.compute_api.casts) == 2
+
+
+def test_only_exposed_methods_are_callable_over_rpc(db):
+    import oslo_messaging as messaging
+
+    from nova_sched import rpc
+    from nova_sched.scheduler.manager import SchedulerManager
+
+    CONF.set_override("transport_url", "fake:")
+    transport = rpc.get_transport()
+    mgr = SchedulerManager(transport)
+    mgr.host_manager.full_resync()
+    server = rpc.get_server(transport, messaging.Target(topic="sched-test",
+                                                        server="s1"), [mgr])
+    server.start()
+    try:
+        client = rpc.get_client(transport, messaging.Target(topic="sched-test",
+                                                            version="2.10"))
+        reply = client.prepare(timeout=10).call({}, "explain",
+                                                request_spec=boot_request(),
+                                                filter_properties={})
+        assert reply["hosts"] == []
+        with pytest.raises(messaging.NoSuchMethod):
+            client.prepare(timeout=10).call({}, "resume_parked")
+    finally:
+        server.stop()
+        server.wait()
+        transport.cleanup()

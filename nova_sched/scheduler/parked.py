@@ -1,0 +1,57 @@
+"""Requests that arrived while the database could not be reached.
+
+A cast is acknowledged to the broker before it is handled, so a request
+whose handling fails on a lost database would otherwise be gone. It is
+parked here instead and handled again once the database answers; only
+instances not placed meanwhile are scheduled then.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+# A bound on memory during a long outage; past it the oldest request is
+# dropped with an error naming its instances (the stuck-instance recovery
+# puts any that were recorded into ERROR).
+MAX_PARKED = 10000
+
+
+@dataclasses.dataclass
+class ParkedRequest:
+    context: Any
+    request_spec: Any
+    kwargs: dict
+    instance_uuids: list[str]
+
+
+class ParkedRequests:
+    """A bounded, thread-safe FIFO of run_instance requests to try again."""
+
+    def __init__(self, limit: int = MAX_PARKED):
+        self._queue: collections.deque[ParkedRequest] = collections.deque()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def park(self, item: ParkedRequest) -> None:
+        with self._lock:
+            if len(self._queue) >= self._limit:
+                dropped = self._queue.popleft()
+                LOG.error("Too many requests parked during the database outage; "
+                          "dropped request %s for instances %s",
+                          dropped.context.request_id, dropped.instance_uuids)
+            self._queue.append(item)
+
+    def take_all(self) -> list[ParkedRequest]:
+        with self._lock:
+            items = list(self._queue)
+            self._queue.clear()
+            return items
+
+    def __len__(self) -> int:
+        return len(self._queue)
