@@ -169,7 +169,7 @@ def test_malformed_without_uuid_is_survived(cloud):
 
 
 # -- (a) fill the cloud and check every placement ----------------------------
-FILL_MIX = {"m1.tiny": 70, "m1.small": 60, "m1.medium": 45, "m1.large": 25}
+FILL_MIX = {"m1.tiny": 120, "m1.small": 60, "m1.medium": 45, "m1.large": 25}
 
 
 def test_fill_the_cloud_within_capacity(cloud):
@@ -191,7 +191,9 @@ def test_fill_the_cloud_within_capacity(cloud):
     rows = cloud.wait_for_final(uuids, timeout=150)
     placed = [r for r in rows.values() if r["vm_state"] == "active"]
     failed = [r for r in rows.values() if r["vm_state"] == "error"]
-    assert len(placed) >= 150, f"only {len(placed)} of {len(uuids)} placed"
+    # The bar: at least 200 instances booted through RabbitMQ
+    # across the five fake compute processes.
+    assert len(placed) >= 200, f"only {len(placed)} of {len(uuids)} placed"
 
     for r in placed:
         assert r["host"] in SESSION_COMPUTES and r["node"] == r["host"], r
