@@ -133,7 +133,7 @@ def _time_decisions(scheduler: FilterScheduler, spec, repeats: int,
     # garbage does not land in a sample.
     before_warm_up = collections.Counter(breakdown or {})
     for _ in range(max(2, repeats // 10)):
-        scheduler.weigh(spec, scheduler.filter(spec, 0).rows)
+        scheduler.weigh(spec, scheduler.filter(spec).rows)
     if breakdown is not None:
         breakdown.subtract(breakdown - before_warm_up)
     gc.collect()
@@ -141,7 +141,7 @@ def _time_decisions(scheduler: FilterScheduler, spec, repeats: int,
     survivors = 0
     for _ in range(repeats):
         started = time.perf_counter()
-        filtered = scheduler.filter(spec, 0)
+        filtered = scheduler.filter(spec)
         weighed = scheduler.weigh(spec, filtered.rows)
         samples.append(time.perf_counter() - started)
         survivors = len(weighed.rows)

@@ -76,7 +76,7 @@ class FilterScheduler(driver.Scheduler):
             rows = rows[mask]
         return rows, removed, forced
 
-    def filter(self, spec: RequestSpec, index: int) -> FilterResult:
+    def filter(self, spec: RequestSpec) -> FilterResult:
         rows, pre_removed, forced = self.candidates(spec)
         considered = len(rows) + sum(len(r) for _, r in pre_removed)
         if forced:
@@ -113,15 +113,15 @@ class FilterScheduler(driver.Scheduler):
             started = time.perf_counter()
             spec = server_groups.with_member_hosts(spec, instance_uuid)
             try:
-                return self._select_locked(spec, instance_uuid, index, claim, alternates)
+                return self._select_locked(spec, instance_uuid, claim, alternates)
             finally:
                 self.stats.record(time.perf_counter() - started)
 
-    def _select_locked(self, spec, instance_uuid, index, claim, alternates):
+    def _select_locked(self, spec, instance_uuid, claim, alternates):
         lost = 0
         for attempt in range(2):
             with self.host_manager.lock:
-                filtered = self.filter(spec, index)
+                filtered = self.filter(spec)
                 if not len(filtered.rows):
                     raise exception.NoValidHost(filtered.reason())
                 weighed = self.weigh(spec, filtered.rows)
@@ -144,9 +144,9 @@ class FilterScheduler(driver.Scheduler):
                 else:
                     self.host_manager.consume(row, self._claim_of(spec, instance_uuid,
                                                                   state.node_id))
-                chosen = [self._selection(row, weighed, order)]
+                chosen = [self._selection(row, weighed)]
                 for alt in order[position + 1:position + 1 + alternates]:
-                    chosen.append(self._selection(int(alt), weighed, order))
+                    chosen.append(self._selection(int(alt), weighed))
                 return chosen
             if attempt == 0:
                 self.host_manager.refresh(force=True)
@@ -178,7 +178,7 @@ class FilterScheduler(driver.Scheduler):
         claims_mod.claim(claim)
         self.host_manager.consume(row, claim)
 
-    def _selection(self, row, weighed: WeighResult, order) -> driver.Selection:
+    def _selection(self, row, weighed: WeighResult) -> driver.Selection:
         state = self.host_manager.table.states[row]
         where = np.flatnonzero(weighed.rows == row)
         weight = float(weighed.totals[where[0]]) if len(where) else 0.0
@@ -193,7 +193,7 @@ class FilterScheduler(driver.Scheduler):
             self.host_manager.refresh()
             spec = server_groups.with_member_hosts(spec, None)
             with self.host_manager.lock:
-                filtered = self.filter(spec, 0)
+                filtered = self.filter(spec)
                 weighed = self.weigh(spec, filtered.rows)
                 states = self.host_manager.table.states
                 hosts = []

@@ -38,6 +38,12 @@ _INT_COLUMNS = (
 )
 _FLOAT_COLUMNS = ("service_updated",)
 _BOOL_COLUMNS = ("active", "disabled")
+# Columns HostTable.upsert derives itself rather than taking from values.
+_DERIVED_COLUMNS = ("node_id", "az_code", "hypervisor_version", "failed_builds")
+# The columns a caller of upsert supplies.
+VALUE_COLUMNS = tuple(
+    c for c in _INT_COLUMNS + _FLOAT_COLUMNS + _BOOL_COLUMNS
+    if c not in _DERIVED_COLUMNS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,25 +7,11 @@ import time
 from typing import Any, Iterable
 
 from nova_sched.scheduler import request, weights
-from nova_sched.scheduler.host_state import AggregateInfo, HostState, HostTable
+from nova_sched.scheduler.host_state import (VALUE_COLUMNS, AggregateInfo, HostState,
+                                             HostTable)
 
 # Column values a node dict may carry (anything else describes the node).
-_COLUMNS = (
-    "memory_mb",
-    "vcpus",
-    "disk_mb",
-    "reserved_memory_mb",
-    "reserved_disk_mb",
-    "reserved_cpus",
-    "claimed_memory_mb",
-    "claimed_vcpus",
-    "claimed_disk_mb",
-    "num_instances",
-    "num_io_ops",
-    "service_updated",
-    "disabled",
-    "active",
-)
+_COLUMNS = VALUE_COLUMNS
 
 _node_ids = itertools.count(1)
 
