@@ -52,7 +52,7 @@ class Scheduler:
     def __init__(self, host_manager):
         self.host_manager = host_manager
 
-    def select_one(self, spec: RequestSpec, instance_uuid: str | None, index: int,
+    def select_one(self, spec: RequestSpec, instance_uuid: str | None,
                    claim: bool = True, alternates: int = 0) -> list[Selection]:
         raise NotImplementedError
 

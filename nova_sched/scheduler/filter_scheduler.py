@@ -106,7 +106,7 @@ class FilterScheduler(driver.Scheduler):
             self.host_manager.refresh()
 
     # -- one instance ------------------------------------------------------
-    def select_one(self, spec, instance_uuid, index, claim=True, alternates=0):
+    def select_one(self, spec, instance_uuid, claim=True, alternates=0):
         """Choose (and claim) a node for one instance; NoValidHost if none."""
         with self._decide_lock:
             self.host_manager.refresh()

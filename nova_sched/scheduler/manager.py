@@ -105,7 +105,7 @@ class SchedulerManager:
             for index, uuid in enumerate(spec.instance_uuids):
                 fprops = copy.deepcopy(spec.filter_properties)
                 try:
-                    selection = self._schedule_one(spec, uuid, index, fprops)
+                    selection = self._schedule_one(spec, uuid, fprops)
                     self._provision(context, spec, uuid, index, selection, fprops,
                                     admin_password, injected_files,
                                     requested_networks, is_first_time,
@@ -157,10 +157,10 @@ class SchedulerManager:
             self.run_instance(item.context, request_spec, **item.kwargs)
         return len(items)
 
-    def _schedule_one(self, spec, uuid, index, fprops) -> driver.Selection:
+    def _schedule_one(self, spec, uuid, fprops) -> driver.Selection:
         driver.populate_retry(fprops, uuid)
         spec_for_instance = _with_filter_properties(spec, fprops)
-        return self.driver.select_one(spec_for_instance, uuid, index)[0]
+        return self.driver.select_one(spec_for_instance, uuid)[0]
 
     def _provision(self, context, spec, uuid, index, selection, fprops,
                    admin_password, injected_files, requested_networks,
@@ -235,11 +235,11 @@ class SchedulerManager:
         alternates = CONF.scheduler.max_attempts - 1 if return_alternates else 0
         placed: list[list[driver.Selection]] = []
         try:
-            for index, uuid in enumerate(uuids):
+            for uuid in uuids:
                 fprops = copy.deepcopy(spec.filter_properties)
                 driver.populate_retry(fprops, uuid)
                 placed.append(self.driver.select_one(
-                    _with_filter_properties(spec, fprops), uuid, index,
+                    _with_filter_properties(spec, fprops), uuid,
                     claim=uuid is not None, alternates=alternates))
         except exception.NoValidHost:
             self.driver.release([u for u in uuids[:len(placed)] if u])

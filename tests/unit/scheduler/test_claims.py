@@ -96,7 +96,7 @@ def _race(per_thread: int, schedulers: int = 2) -> tuple[int, int]:
         for i in range(per_thread):
             spec = request.parse(boot_request(memory_mb=512), {})
             try:
-                driver.select_one(spec, spec.instance_uuids[0], 0)
+                driver.select_one(spec, spec.instance_uuids[0])
                 placed.append(1)
             except exception.NoValidHost:
                 refused.append(1)
@@ -153,6 +153,6 @@ def test_stale_cache_loses_claim_and_moves_to_next_host(db):
     hm.table.columns["claimed_memory_mb"][hm.table.row_of("c1", "c1")] = 512
     hm._last_refresh_mono = float("inf")  # no refresh before the decision
     spec = request.parse(boot_request(memory_mb=512), {})
-    (choice,) = driver.select_one(spec, spec.instance_uuids[0], 0)
+    (choice,) = driver.select_one(spec, spec.instance_uuids[0])
     assert choice.host == "c1"
     assert _nodes()["c0"].claimed_memory_mb == 1024

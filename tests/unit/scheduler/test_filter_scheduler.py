@@ -28,7 +28,7 @@ def _cloud(sizes):
 
 def _choose(drv, claim=False, **kw):
     spec = request.parse(boot_request(memory_mb=64, **kw), {})
-    return drv.select_one(spec, spec.instance_uuids[0], 0, claim=claim)[0].host
+    return drv.select_one(spec, spec.instance_uuids[0], claim=claim)[0].host
 
 
 def test_host_subset_size_one_always_takes_the_best(db):
@@ -50,11 +50,11 @@ def test_multi_instance_request_sees_its_own_consumption(db):
     CONF.set_override("ram_allocation_ratio", 1.0, group="filter_scheduler")
     drv = FilterScheduler(_cloud({"a": 2048, "b": 1536}))
     spec = request.parse(boot_request(memory_mb=1024, count=3), {})
-    hosts = [drv.select_one(spec, u, i)[0].host for i, u in enumerate(spec.instance_uuids)]
+    hosts = [drv.select_one(spec, u)[0].host for u in spec.instance_uuids]
     # a (2048 free) then b (1536 > 1024 left on a) then a.
     assert hosts == ["a", "b", "a"]
     with pytest.raises(exception.NoValidHost):
-        drv.select_one(request.parse(boot_request(memory_mb=1024), {}), "x", 0)
+        drv.select_one(request.parse(boot_request(memory_mb=1024), {}), "x")
 
 
 def test_chance_scheduler_spreads_randomly_over_live_hosts(db):
