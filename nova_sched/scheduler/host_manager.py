@@ -157,12 +157,6 @@ class HostManager:
             pci_stats=_json(node.get("pci_stats"), []),
             numa_topology=_json(node.get("numa_topology"), None),
             disabled_reason=service["disabled_reason"] if service else None,
-            reported={
-                "vcpus_used": node["vcpus_used"],
-                "memory_mb_used": node["memory_mb_used"],
-                "local_gb_used": node["local_gb_used"],
-                "running_vms": node["running_vms"],
-            },
         )
         io_ops = stats.get("io_workload", node["current_workload"]) if isinstance(
             stats, dict) else node["current_workload"]

@@ -80,8 +80,6 @@ class HostState:
     # {"cells": [{"id", "cpus": [..], "memory_mb", ...}]} or None.
     numa_topology: dict | None = None
     disabled_reason: str | None = None
-    # Figures the node reported itself, kept for comparison with claims.
-    reported: dict = dataclasses.field(default_factory=dict)
     _table: "HostTable | None" = dataclasses.field(default=None, repr=False)
     _row: int = -1
 
