@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
-from nova_sched.scheduler.filters import per_aggregate
+from nova_sched.scheduler import aggregate_metadata, filters
 
 LOG = logging.getLogger(__name__)
 
@@ -35,7 +34,7 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
 
     @staticmethod
     def _passes(host_state, image_props: dict, prefix: str | None) -> bool:
-        for key, options in per_aggregate.metadata(host_state.aggregates).items():
+        for key, options in aggregate_metadata.metadata(host_state.aggregates).items():
             if prefix and not key.startswith(prefix):
                 continue
             prop = image_props.get(key)
@@ -58,4 +57,4 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
 
     def filter_all(self, table, rows, spec):
         props, prefix = spec.image_props, self._prefix()
-        return per_aggregate.mask(table, rows, lambda st: self._passes(st, props, prefix))
+        return aggregate_metadata.mask(table, rows, lambda st: self._passes(st, props, prefix))

@@ -6,8 +6,8 @@ import logging
 
 import numpy as np
 
-from nova_sched.scheduler import filters
-from nova_sched.scheduler.filters import extra_specs_ops, per_aggregate
+from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler.filters import extra_specs_ops
 
 LOG = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         return reqs
 
     def _satisfies(self, host_state, reqs) -> bool:
-        metadata = per_aggregate.metadata(host_state.aggregates)
+        metadata = aggregate_metadata.metadata(host_state.aggregates)
         for key, req, check in reqs:
             values = metadata.get(key)
             if not values:
@@ -70,4 +70,4 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         reqs = self._requirements(spec)
         if not reqs:
             return np.ones(len(rows), dtype=bool)
-        return per_aggregate.mask(table, rows, lambda state: self._satisfies(state, reqs))
+        return aggregate_metadata.mask(table, rows, lambda state: self._satisfies(state, reqs))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from nova_sched.scheduler import filters
-from nova_sched.scheduler.filters import per_aggregate
+from nova_sched.scheduler import aggregate_metadata, filters
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
     @staticmethod
     def _allowed(host_state) -> set[str]:
         allowed: set[str] = set()
-        for key, values in per_aggregate.metadata(host_state.aggregates).items():
+        for key, values in aggregate_metadata.metadata(host_state.aggregates).items():
             if key.startswith(_PREFIX):
                 allowed.update(values)
         return allowed
@@ -46,4 +45,4 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
 
     def filter_all(self, table, rows, spec):
         project_id = spec.project_id
-        return per_aggregate.mask(table, rows, lambda st: self._passes(st, project_id))
+        return aggregate_metadata.mask(table, rows, lambda st: self._passes(st, project_id))

@@ -6,7 +6,6 @@ import logging
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, filters
-from nova_sched.scheduler.filters import per_aggregate
 
 LOG = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class CoreFilter(filters.BaseHostFilter):
     def filter_all(self, table, rows, spec):
         total = table.col("vcpus")[rows]
         used = table.col("claimed_vcpus")[rows] + table.col("reserved_cpus")[rows]
-        ratio = per_aggregate.per_row(table, rows, self._ratio)
+        ratio = aggregate_metadata.per_row(table, rows, self._ratio)
         fits = (spec.vcpus <= total) & (total * ratio - used >= spec.vcpus)
         return fits | (total == 0)
 

@@ -6,7 +6,6 @@ import logging
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, filters
-from nova_sched.scheduler.filters import per_aggregate
 
 LOG = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ class DiskFilter(filters.BaseHostFilter):
         total = table.col("disk_mb")[rows]
         used = table.col("reserved_disk_mb")[rows] + table.col("claimed_disk_mb")[rows]
         physical = (total // 1024) * 1024
-        ratio = per_aggregate.per_row(table, rows, self._ratio)
+        ratio = aggregate_metadata.per_row(table, rows, self._ratio)
         return (spec.disk_mb <= physical) & (total * ratio - used >= spec.disk_mb)
 
     def limits(self, host_state) -> dict:

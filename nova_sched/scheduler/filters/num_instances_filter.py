@@ -6,7 +6,6 @@ import logging
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, filters
-from nova_sched.scheduler.filters import per_aggregate
 
 LOG = logging.getLogger(__name__)
 
@@ -32,7 +31,7 @@ class NumInstancesFilter(filters.BaseHostFilter):
         return False
 
     def filter_all(self, table, rows, spec):
-        limit = per_aggregate.per_row(table, rows, self._max_instances)
+        limit = aggregate_metadata.per_row(table, rows, self._max_instances)
         return table.col("num_instances")[rows] < limit
 
 

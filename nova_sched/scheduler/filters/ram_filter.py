@@ -6,7 +6,6 @@ import logging
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, filters
-from nova_sched.scheduler.filters import per_aggregate
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ class RamFilter(filters.BaseHostFilter):
     def filter_all(self, table, rows, spec):
         total = table.col("memory_mb")[rows]
         used = table.col("reserved_memory_mb")[rows] + table.col("claimed_memory_mb")[rows]
-        ratio = per_aggregate.per_row(table, rows, self._ratio)
+        ratio = aggregate_metadata.per_row(table, rows, self._ratio)
         return (spec.memory_mb <= total) & (total * ratio - used >= spec.memory_mb)
 
     def limits(self, host_state) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 from nova_sched.scheduler import aggregate_metadata, filters
-from nova_sched.scheduler.filters import per_aggregate
 
 LOG = logging.getLogger(__name__)
 
@@ -37,4 +36,4 @@ class AggregateTypeAffinityFilter(filters.BaseHostFilter):
 
     def filter_all(self, table, rows, spec):
         name = spec.instance_type.get("name")
-        return per_aggregate.mask(table, rows, lambda st: self._passes(st, name))
+        return aggregate_metadata.mask(table, rows, lambda st: self._passes(st, name))

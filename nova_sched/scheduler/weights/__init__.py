@@ -76,15 +76,9 @@ class BaseHostWeigher:
         key = self._metadata_key
         if key is None or not any(key in agg.metadata for agg in table.aggregates):
             return self.weight_multiplier()
-        # Only hosts in an aggregate carrying the key differ from the option.
-        result = np.full(len(rows), self._configured_multiplier(), dtype=np.float64)
-        overridden = {h for agg in table.aggregates if key in agg.metadata
-                      for h in agg.hosts}
-        for i, row in enumerate(rows):
-            state = table.states[row]
-            if state.host in overridden:
-                result[i] = self.weight_multiplier(state)
-        return result
+        # weight_multiplier depends on a host only through its aggregates.
+        return np.asarray(aggregate_metadata.per_row(table, rows, self.weight_multiplier),
+                          dtype=np.float64)
 
 
 def normalize(
