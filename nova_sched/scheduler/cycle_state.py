@@ -1,0 +1,91 @@
+"""What one decision knows: kube-scheduler's CycleState, for nova's filters.
+
+A decision is made for one instance of one request. Before any host is
+asked, every filter and weigher gets to ``prepare`` what it needs from the
+request (a compiled JSON query, PCI and NUMA requests, where the instances
+a hint names are, ...); the results live here, with the request's server
+group context and the resource figures, and are dropped when the decision
+ends. Nothing about a request is kept in module globals or in plugin
+objects, so concurrent decisions and consecutive requests cannot see each
+other's state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from nova_sched.scheduler import aggregate_metadata
+from nova_sched.scheduler.resources import ResourceView
+
+if TYPE_CHECKING:
+    from nova_sched.scheduler.host_state import HostTable
+    from nova_sched.scheduler.request import RequestSpec
+    from nova_sched.scheduler.server_groups import GroupContext
+
+_UNSET = object()
+
+
+@dataclasses.dataclass
+class CycleState:
+    """The request, the instance and what was prepared for this decision.
+
+    ``table`` is the host table the decision reads (set while the decision
+    holds the table's lock); ``group`` the request's server group with
+    where its members are, or None.
+    """
+
+    spec: "RequestSpec"
+    instance_uuid: str | None = None
+    group: "GroupContext | None" = None
+    table: "HostTable | None" = None
+    _prepared: dict = dataclasses.field(default_factory=dict, repr=False)
+    _memo: dict = dataclasses.field(default_factory=dict, repr=False)
+    _resources: ResourceView | None = dataclasses.field(default=None, repr=False)
+
+    # -- what plugins prepared ----------------------------------------------
+    def prepare(self, plugins) -> None:
+        """Run every plugin's ``prepare`` once, before any host is asked."""
+        for plugin in plugins:
+            self._prepared[id(plugin)] = plugin.prepare(self)
+
+    def prepared(self, plugin) -> Any:
+        """What ``plugin.prepare`` returned for this decision.
+
+        A plugin asked outside a full decision (a test, ``host_passes`` of
+        a built-in) is prepared on first use.
+        """
+        try:
+            return self._prepared[id(plugin)]
+        except KeyError:
+            value = self._prepared[id(plugin)] = plugin.prepare(self)
+            return value
+
+    def memo(self, key, compute: Callable[[], Any]) -> Any:
+        """A value shared by the plugins of this decision, computed once."""
+        value = self._memo.get(key, _UNSET)
+        if value is _UNSET:
+            value = self._memo[key] = compute()
+        return value
+
+    # -- host figures ---------------------------------------------------------
+    @property
+    def resources(self) -> ResourceView:
+        """Each node's effective ratios, limits and free amounts."""
+        if self._resources is None or self._resources.table is not self.table:
+            self._resources = ResourceView(self.table)
+        return self._resources
+
+    def aggregate_number(self, rows: np.ndarray, key: str, default,
+                         cast: Callable = float) -> np.ndarray | float:
+        """Per row, nova's per-aggregate override of an option (``default``).
+
+        The option itself (a scalar) when no aggregate sets ``key``.
+        """
+        if not aggregate_metadata.uses_key(self.table, key):
+            return default
+        return aggregate_metadata.per_row(
+            self.table, rows,
+            lambda aggs: aggregate_metadata.number(aggs, key, default, cast))
