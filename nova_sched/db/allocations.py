@@ -8,16 +8,21 @@ node, all in one transaction. The database evaluates the guard under its
 row lock, so any number of scheduler daemons sharing the database can never
 push a node past its limits, and a claim is never without its placement
 (nor a placement without its claim).
+
+The reads that go through claims live here too: where instances are
+(``hosts_of``: their claims first, then their placed rows), which the
+affinity filters and server groups follow, and each node's summed claims
+(``usage_by_node``), which the demo's report shows.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import sqlalchemy as sa
 
 from nova_sched import capacity, exception
-from nova_sched.capacity import DISK, RAM, VCPU
+from nova_sched.capacity import DISK, RAM, RESOURCES, VCPU
 from nova_sched.db import api as db_api
 from nova_sched.db import models
 
@@ -169,3 +174,82 @@ def older_than(instance_uuids: list[str], cutoff) -> list[str]:
                 _ALLOC.c.instance_uuid.in_(instance_uuids),
                 _ALLOC.c.created_at < cutoff)
         ).scalars())
+
+
+@db_api.retry_on_disconnect
+def hosts_of(uuids: Iterable[str]) -> dict[str, str]:
+    """uuid -> host of the given instances that have one (claimed or placed).
+
+    A claim counts before the instance row has its host, so instances being
+    placed right now are found too; an instance without a claim counts where
+    its row places it unless it is in ERROR or deleted.
+    """
+    uuids = [u for u in uuids if isinstance(u, str)]
+    if not uuids:
+        return {}
+    with db_api.session_scope() as session:
+        found = dict(session.execute(
+            sa.select(_ALLOC.c.instance_uuid, _NODES.c.host)
+            .join(_NODES, _NODES.c.id == _ALLOC.c.compute_node_id)
+            .where(_ALLOC.c.instance_uuid.in_(uuids))).all())
+        rest = [u for u in uuids if u not in found]
+        if rest:
+            found.update(session.execute(
+                sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host).where(
+                    _INSTANCES.c.uuid.in_(rest),
+                    _INSTANCES.c.host.is_not(None),
+                    _INSTANCES.c.vm_state.not_in(("error", "deleted")))).all())
+        return found
+
+
+@db_api.retry_on_disconnect
+def usage_by_node() -> list[dict[str, Any]]:
+    """Every live node's figures and the sums of the claims held on it.
+
+    One dict per node, by host and node name: ``host``, ``node``,
+    ``instances`` (claims held) and, each keyed by resource name
+    (``nova_sched.capacity.RESOURCES``), ``total`` (disk in MB),
+    ``reserved``, ``node_ratio`` (the node's own reported ratio, None when
+    it sends none) and ``claimed`` (summed from the allocation rows).
+    """
+    claims = (
+        sa.select(_ALLOC.c.compute_node_id.label("node_id"),
+                  sa.func.sum(_ALLOC.c.memory_mb).label("memory_mb"),
+                  sa.func.sum(_ALLOC.c.vcpus).label("vcpus"),
+                  sa.func.sum(_ALLOC.c.disk_mb).label("disk_mb"),
+                  sa.func.count().label("instances"))
+        .group_by(_ALLOC.c.compute_node_id)
+        .subquery()
+    )
+    n = _NODES.c
+    with db_api.session_scope() as session:
+        rows = session.execute(
+            sa.select(n.host, n.hypervisor_hostname, n.memory_mb, n.vcpus, n.local_gb,
+                      n.reserved_host_memory_mb, n.reserved_host_cpus,
+                      n.reserved_host_disk_mb, n.ram_allocation_ratio,
+                      n.cpu_allocation_ratio, n.disk_allocation_ratio,
+                      claims.c.memory_mb.label("claimed_memory_mb"),
+                      claims.c.vcpus.label("claimed_vcpus"),
+                      claims.c.disk_mb.label("claimed_disk_mb"),
+                      claims.c.instances)
+            .outerjoin(claims, claims.c.node_id == n.id)
+            .where(n.deleted == sa.false())
+            .order_by(n.host, n.hypervisor_hostname)
+        ).mappings().all()
+    return [
+        {
+            "host": row["host"],
+            "node": row["hypervisor_hostname"],
+            "instances": int(row["instances"] or 0),
+            "total": {RAM.name: row["memory_mb"] or 0, VCPU.name: row["vcpus"] or 0,
+                      DISK.name: (row["local_gb"] or 0) * 1024},
+            "reserved": {RAM.name: row["reserved_host_memory_mb"] or 0,
+                         VCPU.name: row["reserved_host_cpus"] or 0,
+                         DISK.name: row["reserved_host_disk_mb"] or 0},
+            "node_ratio": {res.name: row[res.ratio_option] for res in RESOURCES},
+            "claimed": {RAM.name: int(row["claimed_memory_mb"] or 0),
+                        VCPU.name: int(row["claimed_vcpus"] or 0),
+                        DISK.name: int(row["claimed_disk_mb"] or 0)},
+        }
+        for row in rows
+    ]

@@ -41,9 +41,11 @@ class CycleState:
     instance_uuid: str | None = None
     group: "GroupContext | None" = None
     table: "HostTable | None" = None
-    _prepared: dict = dataclasses.field(default_factory=dict, repr=False)
-    _memo: dict = dataclasses.field(default_factory=dict, repr=False)
-    _resources: ResourceView | None = dataclasses.field(default=None, repr=False)
+    # Fresh for every decision, even one copied with dataclasses.replace.
+    _prepared: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    _memo: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    _resources: ResourceView | None = dataclasses.field(default=None, init=False,
+                                                        repr=False)
 
     # -- what plugins prepared ----------------------------------------------
     def prepare(self, plugins) -> None:

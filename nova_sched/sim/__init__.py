@@ -69,7 +69,7 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
             sim.stop()
         summary = report.summarize(
             hosts=hosts, instances=instances, requests=requests, seed=seed,
-            tracker=tracker, outcome=outcome, driver=sim.driver,
+            tracker=tracker, outcome=outcome, stats=sim.decision_stats,
             startup_s=startup_s, total_s=time.perf_counter() - started,
             window=tracker.window, reschedules=reschedules)
         usage = report.host_usage()
