@@ -12,8 +12,10 @@ other's state.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -26,6 +28,12 @@ if TYPE_CHECKING:
     from nova_sched.scheduler.server_groups import GroupContext
 
 _UNSET = object()
+
+# The decision asking a plugin host by host right now (custom plugins get
+# only nova's (host_state, spec)); a context variable, so that concurrent
+# decisions in other threads never see it.
+_ASKING: contextvars.ContextVar["CycleState | None"] = contextvars.ContextVar(
+    "nova_sched_asking_cycle", default=None)
 
 
 @dataclasses.dataclass
@@ -51,7 +59,7 @@ class CycleState:
     def prepare(self, plugins) -> None:
         """Run every plugin's ``prepare`` once, before any host is asked."""
         for plugin in plugins:
-            self._prepared[id(plugin)] = plugin.prepare(self)
+            self._prepared[plugin] = plugin.prepare(self)
 
     def prepared(self, plugin) -> Any:
         """What ``plugin.prepare`` returned for this decision.
@@ -60,10 +68,32 @@ class CycleState:
         a built-in) is prepared on first use.
         """
         try:
-            return self._prepared[id(plugin)]
+            return self._prepared[plugin]
         except KeyError:
-            value = self._prepared[id(plugin)] = plugin.prepare(self)
+            value = self._prepared[plugin] = plugin.prepare(self)
             return value
+
+    @contextlib.contextmanager
+    def asking_host_by_host(self) -> Iterator[None]:
+        """While a plugin is asked with nova's (host_state, spec) only.
+
+        A custom plugin that calls a built-in parent's ``host_passes`` or
+        ``_weigh_object`` then reaches this decision (its server group, what
+        the parent prepared) through ``for_host``.
+        """
+        token = _ASKING.set(self)
+        try:
+            yield
+        finally:
+            _ASKING.reset(token)
+
+    @staticmethod
+    def for_host(spec: "RequestSpec", table: "HostTable") -> "CycleState":
+        """The decision asking about ``spec`` over ``table``, else a new one."""
+        asking = _ASKING.get()
+        if asking is not None and asking.spec is spec and asking.table is table:
+            return asking
+        return CycleState(spec=spec, table=table)
 
     def memo(self, key, compute: Callable[[], Any]) -> Any:
         """A value shared by the plugins of this decision, computed once."""

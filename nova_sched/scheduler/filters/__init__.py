@@ -76,21 +76,23 @@ class BaseHostFilter:
         if type(self).filter_all is BaseHostFilter.filter_all:
             raise NotImplementedError(
                 f"{self.name()} overrides neither host_passes nor filter_all")
-        cycle = CycleState(spec=spec, table=host_state._table)
+        cycle = CycleState.for_host(spec, host_state._table)
         return bool(self.filter_all(cycle, np.array([host_state._row]))[0])
 
     def filter_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
         """A boolean mask over ``rows``: which of them pass (column-wise)."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{self.name()} overrides neither host_passes nor filter_all")
 
     def filter_rows(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
         """What the handler calls: ``host_passes`` host by host when the
         class overrides it, else ``filter_all``."""
         if self.per_host:
             states, spec = cycle.table.states, cycle.spec
-            return np.fromiter(
-                (bool(self.host_passes(states[r], spec)) for r in rows),
-                dtype=bool, count=len(rows))
+            with cycle.asking_host_by_host():
+                return np.fromiter(
+                    (bool(self.host_passes(states[r], spec)) for r in rows),
+                    dtype=bool, count=len(rows))
         return np.asarray(self.filter_all(cycle, rows), dtype=bool)
 
     def limits(self, cycle: CycleState, row: int) -> dict:

@@ -109,3 +109,20 @@ def test_a_plugin_overriding_neither_method_is_refused_clearly():
     table = fakes.make_table([dict(host="h1")])
     with pytest.raises(NotImplementedError, match="Empty overrides neither"):
         Empty().host_passes(fakes.state(table, "h1"), fakes.make_spec())
+
+
+def test_a_subclass_calling_its_parents_host_passes_sees_the_decision():
+    from nova_sched.scheduler.filters.affinity_filter import ServerGroupAntiAffinityFilter
+
+    asked = []
+
+    class CountingAntiAffinity(ServerGroupAntiAffinityFilter):
+        def host_passes(self, host_state, spec):
+            asked.append(host_state.host)
+            return super().host_passes(host_state, spec)
+
+    table = fakes.make_table([dict(host="a"), dict(host="b"), dict(host="c")])
+    group = fakes.group("anti-affinity", {"b": 1})
+    kept = fakes.passes(CountingAntiAffinity(), table, fakes.make_spec(), group)
+    assert kept == [("a", "a"), ("c", "c")]
+    assert asked == ["a", "b", "c"]

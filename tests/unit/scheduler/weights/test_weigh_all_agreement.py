@@ -269,10 +269,6 @@ def test_a_subclass_overriding_weigh_object_agrees_with_its_parent(seed):
             np.testing.assert_allclose(ours.totals, theirs.totals, err_msg=name)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "nova's _weigh_object(host_state, spec) carries no server group: the "
-    "adapter builds a cycle without cycle.group, so a subclass calling the "
-    "soft-affinity weighers' _weigh_object weighs every host 0"))
 @pytest.mark.parametrize("cls", GROUP_WEIGHERS)
 def test_a_custom_soft_affinity_subclass_sees_the_group(cls):
     table = fakes.make_table([dict(host="a"), dict(host="b")])
