@@ -37,11 +37,6 @@ _EVENTS = models.InstanceActionEvent.__table__
 # call cost more than running them.
 _UUIDS_PRESENT = sa.select(_INSTANCES.c.uuid).where(
     _INSTANCES.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
-_SET_PLACEMENT = (
-    sa.update(_INSTANCES).where(_INSTANCES.c.uuid == sa.bindparam("b_uuid"))
-    .values(host=sa.bindparam("b_host"), node=sa.bindparam("b_node"),
-            scheduled_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now"),
-            launch_index=sa.bindparam("b_index")))
 _ACTIONS_OF = (
     sa.select(_ACTIONS.c.id, _ACTIONS.c.instance_uuid, _ACTIONS.c.request_id)
     .where(_ACTIONS.c.instance_uuid.in_(sa.bindparam("uuids", expanding=True)),
@@ -103,14 +98,6 @@ def _str(value: Any) -> str | None:
 def set_scheduling(uuid: str) -> None:
     """Back to task_state 'scheduling' without a host (a retry starts)."""
     _update(uuid, host=None, node=None, vm_state="building", task_state="scheduling")
-
-
-@db_api.retry_on_disconnect
-def set_placement(uuid: str, host: str, node: str, launch_index: int) -> None:
-    with db_api.transaction() as conn:
-        conn.execute(_SET_PLACEMENT, {"b_uuid": uuid, "b_host": host, "b_node": node,
-                                      "b_now": db_api.utcnow(),
-                                      "b_index": launch_index})
 
 
 @db_api.retry_on_disconnect

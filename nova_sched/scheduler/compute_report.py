@@ -68,7 +68,10 @@ def _ratio(report: dict, key: str) -> float | None:
         raise exception.InvalidComputeReport(
             f"{key} must be a number, got {type(value).__name__} {value!r}"
         )
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # a whole number beyond any double
+        value = math.inf
     if not math.isfinite(value) or value < 0:
         raise exception.InvalidComputeReport(
             f"{key} must be a finite non-negative number, got {value!r}"

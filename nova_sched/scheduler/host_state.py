@@ -18,6 +18,7 @@ out once per set rather than once per host.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -180,6 +181,14 @@ class HostState:
         assert self._table is not None
         return list(self._table.aggregate_sets[int(self._col("agg_code"))])
 
+    def numeric_metrics(self) -> dict[str, float]:
+        """name -> value of the metrics this node reports with a finite number.
+
+        What MetricsFilter checks and MetricsWeigher weighs (nova's
+        metrics list of ``{"name", "value", ...}``), read once per report.
+        """
+        return self.derived("numeric_metrics", _numeric_metrics)
+
     def derived(self, name: str, compute: Callable[["HostState"], Any]) -> Any:
         """``compute(self)``, worked out once per report of this node.
 
@@ -201,6 +210,18 @@ class HostState:
 
     def __repr__(self) -> str:
         return f"HostState({self.host!r}, {self.nodename!r})"
+
+
+def _numeric_metrics(host_state: HostState) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for metric in host_state.metrics or ():
+        if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+            continue
+        value = metric.get("value")
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value)):
+            found[metric["name"]] = float(value)
+    return found
 
 
 class HostTable:

@@ -4,8 +4,8 @@ One process holds the scheduler daemon, a fleet of simulated compute nodes
 and a compute-api client, on the in-memory transport and an in-memory
 SQLite database (``cloud``). The client boots a seeded stream of mixed
 flavors (``flavors``) through ``run_instance`` casts (``boot``); the
-figures come from the database, the driver's timers and the client's and
-fleet's clocks (``report``).
+figures come from the database, the scheduling cycle's timer and the
+client's and fleet's clocks (``report``).
 """
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ The figures:
 - ``placed``: instances whose compute cast reached the fake fleet;
   ``failed``: instances the database shows in ERROR, with their fault
   messages grouped (counts and uuids masked);
-- ``decisions_per_second``: decisions the driver made (one per instance)
-  divided by the boot's wall time, from the first cast to the last
-  instance placed or failed;
-- ``decision_ms``: the driver's own timer, per instance: filter, weigh and
-  the claim's database transaction (``DecisionStats``);
+- ``decisions_per_second``: decisions the scheduling cycle made (one per
+  instance) divided by the boot's wall time, from the first cast to the
+  last instance placed or failed;
+- ``decision_ms``: the scheduling cycle's timer (``DecisionStats``), per
+  instance: filter, weigh and the claim's database transaction;
 - ``request_ms``: from the client's ``run_instance`` cast to the arrival of
   the compute cast at the fake node, per placed instance;
 - utilisation: each node's claims (``db.allocations.usage_by_node``) as a
@@ -185,7 +185,7 @@ def format_text(summary: dict[str, Any]) -> str:
         f"  decisions/s         {s['decisions_per_second']:.1f}  ({s['decisions']} "
         f"decisions in {s['elapsed_s']['boot']:.1f} s)",
         f"  decision_ms         p50 {d['p50']:.2f}  p99 {d['p99']:.2f}"
-        "   (inside the driver, per instance)",
+        "   (filter, weigh and claim, per instance)",
         f"  request_ms          p50 {r['p50']:.2f}  p99 {r['p99']:.2f}"
         "   (client cast -> compute cast arrival)",
         "  utilisation          min    mean    max   (claims / allocatable, per host)",

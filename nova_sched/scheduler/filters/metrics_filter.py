@@ -28,19 +28,6 @@ def _wanted_metrics() -> frozenset[str]:
     return frozenset(names)
 
 
-def _reported(host_state) -> frozenset[str]:
-    """Names of the metrics the host reports with a numeric value."""
-    names = set()
-    for metric in host_state.metrics or ():
-        if not isinstance(metric, dict):
-            continue
-        name, value = metric.get("name"), metric.get("value")
-        if (isinstance(name, str) and isinstance(value, (int, float))
-                and not isinstance(value, bool) and math.isfinite(value)):
-            names.add(name)
-    return frozenset(names)
-
-
 class MetricsFilter(filters.BaseHostFilter):
     """Filter out hosts that lack a metric of ``[metrics] weight_setting`` (nova's).
 
@@ -58,6 +45,5 @@ class MetricsFilter(filters.BaseHostFilter):
         # Metrics are not columns: each node's report is read, and parsed
         # once per report.
         return np.fromiter(
-            (wanted <= states[r].derived("metrics_filter.reported", _reported)
-             for r in rows),
+            (wanted <= states[r].numeric_metrics().keys() for r in rows),
             dtype=bool, count=len(rows))

@@ -69,26 +69,6 @@ def parse_weight_setting(setting) -> list[tuple[str, float]]:
     return parsed
 
 
-# HostState.derived key: the metrics of a node's report, by name.
-_REPORTED = "reported_metrics"
-
-
-def reported_metrics(host_state) -> dict[str, float]:
-    """name -> value of the metrics a host reports with a numeric value."""
-    found: dict[str, float] = {}
-    for metric in host_state.metrics or ():
-        if not isinstance(metric, dict):
-            continue
-        name = metric.get("name")
-        if not isinstance(name, str):
-            continue
-        value = metric.get("value")
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value)):
-            found[name] = float(value)
-    return found
-
-
 @dataclasses.dataclass(frozen=True)
 class _Prepared:
     """The ``[metrics]`` options as one decision reads them."""
@@ -123,8 +103,7 @@ class MetricsWeigher(weights.BaseHostWeigher):
         if not setting:
             return np.zeros(len(rows), dtype=np.float64)
         states = cycle.table.states
-        reported = [states[r].derived(_REPORTED, reported_metrics)
-                    for r in rows.tolist()]
+        reported = [states[r].numeric_metrics() for r in rows.tolist()]
         # values[i, j]: row i's value of the metric of setting entry j; NaN
         # where the host does not report it (reported values are finite).
         values = np.array(

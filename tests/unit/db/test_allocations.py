@@ -1,6 +1,11 @@
-"""Reads through claims: where instances are, and each node's summed claims."""
+"""Claims and reads through them: where instances are, each node's summed claims."""
 
 from __future__ import annotations
+
+import pytest
+
+from nova_sched import exception
+from tests.unit.scheduler.conftest import instance_row
 
 from nova_sched.db import allocations as db_allocations
 from nova_sched.db import compute_nodes as db_nodes
@@ -25,12 +30,12 @@ def test_hosts_of_reads_claims_first_then_placed_rows(db):
     db_instances.ensure_instances(["claimed", "placed", "failed", "gone", "waiting"],
                                   {})
     # The row says h2 (a stale placement), the claim says h1: the claim wins.
-    db_instances.set_placement("claimed", "h2", "h2", 0)
+    db_instances.mark_active("claimed", "h2", "h2")
     _claim("claimed", h1)
-    db_instances.set_placement("placed", "h2", "h2", 0)
-    db_instances.set_placement("failed", "h2", "h2", 0)
+    db_instances.mark_active("placed", "h2", "h2")
+    db_instances.mark_active("failed", "h2", "h2")
     db_instances.mark_error("failed", "boom")
-    db_instances.set_placement("gone", "h2", "h2", 0)
+    db_instances.mark_active("gone", "h2", "h2")
     db_instances.mark_deleted("gone")
     _claim("claimed-only", h1)  # no instance row yet: being placed right now
 
@@ -47,8 +52,8 @@ def test_member_hosts_counts_members_where_hosts_of_finds_them(db):
                            ["a", "b", "c", "d"])
     db_instances.ensure_instances(["b", "c"], {})
     _claim("a", h1)
-    db_instances.set_placement("b", "h2", "h2", 0)
-    db_instances.set_placement("c", "h2", "h2", 1)
+    db_instances.mark_active("b", "h2", "h2")
+    db_instances.mark_active("c", "h2", "h2")
     db_instances.mark_error("c", "boom")
 
     assert instance_groups.member_hosts("g-uuid") == {"h1": 1, "h2": 1}
@@ -80,3 +85,36 @@ def test_usage_by_node_sums_claims_of_live_nodes(db):
     assert idle["instances"] == 0
     assert idle["claimed"] == {"ram": 0, "vcpu": 0, "disk": 0}
     assert idle["node_ratio"] == {"ram": None, "vcpu": 4.0, "disk": None}
+
+
+def test_a_claim_records_the_placement_in_the_same_transaction(db):
+    node = _node("h1", memory_mb=1024)
+    db_instances.ensure_instances(["fits", "too-big"], {})
+    db_allocations.claim("fits", node, 512, 1, 0, _RATIOS, placement=("h1", "h1", 3))
+    row = instance_row("fits")
+    assert (row.host, row.node, row.launch_index) == ("h1", "h1", 3)
+    assert row.scheduled_at is not None
+
+    with pytest.raises(exception.ClaimFailed):
+        db_allocations.claim("too-big", node, 4096, 1, 0, _RATIOS,
+                             placement=("h1", "h1", 0))
+    row = instance_row("too-big")
+    assert (row.host, row.node) == (None, None)
+    assert db_allocations.held_on_host("h1") == {"fits": node}
+
+
+def test_the_guard_uses_the_ratios_the_decision_gives(db):
+    node = _node("h1", memory_mb=1000, vcpus=2, local_gb=10)
+    # 2.5 x 1000 MB: far beyond the option's 1.5, as an aggregate may allow.
+    db_allocations.claim("a", node, 2500, 1, 0, dict(_RATIOS, ram=2.5))
+    dense = dict(_RATIOS, ram=2.5)
+    with pytest.raises(exception.ClaimFailed):
+        db_allocations.claim("b", node, 1, 1, 0, dense)
+    # Under the option's ratio the node is already past its limit.
+    with pytest.raises(exception.ClaimFailed):
+        db_allocations.claim("c", node, 0, 1, 0, _RATIOS)
+    with pytest.raises(exception.ClaimFailed):
+        db_allocations.claim("d", node, 0, 2, 0, dict(dense, vcpu=1.0))
+    with pytest.raises(exception.ClaimFailed):
+        db_allocations.claim("e", node, 0, 0, 5121, dict(dense, disk=0.5))
+    db_allocations.claim("f", node, 0, 1, 5120, dict(dense, vcpu=1.0, disk=0.5))

@@ -37,8 +37,9 @@ def test_validation_keeps_ratios_and_reads_none_for_absent_null_or_zero():
 
 
 @pytest.mark.parametrize("key", RATIOS)
-@pytest.mark.parametrize("bad", [-1.0, -0.5, float("nan"), float("inf"),
-                                 float("-inf"), "1.5", True, [1.5], {"v": 1}])
+@pytest.mark.parametrize("bad", [-1.0, -0.5, -3, float("nan"), float("inf"),
+                                 float("-inf"), 10**400, "1.5", True, [1.5],
+                                 {"v": 1}])
 def test_validation_rejects_nonsense_ratios(key, bad):
     with pytest.raises(exception.InvalidComputeReport, match=key):
         compute_report.validate(report("c1", **{key: bad}))

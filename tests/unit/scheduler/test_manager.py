@@ -273,6 +273,18 @@ def test_explain_claims_nothing(manager, ctxt):
     assert _claimed("c2") == 0
 
 
+def test_a_single_survivor_is_not_weighed_as_in_nova(manager, ctxt):
+    manager.compute_node_update(ctxt, compute_report("c1", memory_mb=1024))
+    manager.compute_node_update(ctxt, compute_report("c2", memory_mb=8192))
+    (alone,) = manager.explain(ctxt, boot_request(memory_mb=2048), {})["hosts"]
+    assert alone["weight"] == 0.0
+    assert set(alone["weights"].values()) == {0.0}
+    # Two survivors are weighed: the one with more free RAM scores.
+    best, other = manager.explain(ctxt, boot_request(memory_mb=512), {})["hosts"]
+    assert best["host"] == "c2" and best["weight"] > other["weight"]
+    assert best["weights"]["RAMWeigher"] == 1.0
+
+
 def test_sync_instance_info_releases_old_unlisted_claims(manager, ctxt):
     CONF.set_override("scheduling_timeout", 1, group="scheduler")
     manager.compute_node_update(ctxt, compute_report("c1"))

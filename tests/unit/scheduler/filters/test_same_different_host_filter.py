@@ -37,10 +37,10 @@ def cloud(db):
                                   {"memory_mb": 512, "vcpus": 1, "root_gb": 1})
     claims.DatabaseClaims().claim(claims.Claim(CLAIMED, node_ids["h1-b"], memory_mb=512,
                                                vcpus=1, disk_mb=0))
-    db_instances.set_placement(PLACED, "h2", "h2", 0)
-    db_instances.set_placement(FAILED, "h3", "h3", 0)
+    db_instances.mark_active(PLACED, "h2", "h2")
+    db_instances.mark_active(FAILED, "h3", "h3")
     db_instances.mark_error(FAILED, "boom")
-    db_instances.set_placement(DELETED, "h3", "h3", 0)
+    db_instances.mark_active(DELETED, "h3", "h3")
     db_instances.mark_deleted(DELETED)
     return _table()
 
