@@ -15,7 +15,7 @@ from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.db import migration, models
+from nova_sched.db import models
 from nova_sched.scheduler import compute_report
 from tests.unit.scheduler.conftest import compute_report as node_report
 
@@ -220,17 +220,7 @@ def test_the_fake_compute_reaches_the_scheduler_only_through_rpc():
         "nova_sched.db.instances"}
 
 
-@pytest.fixture
-def scheduler_db(tmp_path):
-    url = f"sqlite:///{tmp_path}/nova_sched.sqlite"
-    CONF.set_override("connection", url, group="database")
-    engine = db_api.configure(url)
-    migration.db_sync(engine)
-    yield engine
-    engine.dispose()
-
-
-def test_outcomes_are_recorded_unless_the_option_is_off(scheduler_db):
+def test_outcomes_are_recorded_unless_the_option_is_off(db):
     assert CONF.fake_compute.record_instance_state is True  # today's behaviour
     assert isinstance(fake_compute._instance_store(),
                       fake_compute.DatabaseInstanceStore)
@@ -246,7 +236,7 @@ def test_outcomes_are_not_recorded_without_a_database(tmp_path):
     assert fake_compute._instance_store() is None
 
 
-def test_recorded_outcomes_touch_instance_rows_and_never_claims(scheduler_db):
+def test_recorded_outcomes_touch_instance_rows_and_never_claims(db):
     node_id = db_nodes.upsert_report(compute_report.validate(node_report("h1")))
     db_instances.ensure_instances(["good", "bad"], {})
     store = fake_compute._instance_store()

@@ -9,18 +9,6 @@ import pytest
 from nova_sched import rpc
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
-from nova_sched.db import migration
-
-
-@pytest.fixture
-def db(tmp_path):
-    """A fresh, migrated SQLite file database used by every session."""
-    url = f"sqlite:///{tmp_path}/nova_sched.sqlite"
-    CONF.set_override("connection", url, group="database")
-    engine = db_api.configure(url)
-    migration.db_sync(engine)
-    yield engine
-    engine.dispose()
 
 
 def compute_report(host: str, node: str | None = None, vcpus: int = 8,

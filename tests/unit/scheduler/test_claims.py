@@ -12,7 +12,7 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.db import migration, models
+from nova_sched.db import models
 from nova_sched.scheduler import claims, compute_report, request
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
@@ -129,17 +129,11 @@ def test_two_schedulers_race_on_sqlite_file(db):
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
 def test_two_schedulers_race_on_server_databases(kind):
-    with db_backends.temporary_database(kind) as url:
-        CONF.set_override("connection", url, group="database")
-        engine = db_api.configure(url)
-        try:
-            migration.db_sync(engine)
-            _add_nodes(3)
-            placed, refused = _race(per_thread=20)
-            _check_no_overcommit(24, placed)
-            assert refused == 16
-        finally:
-            engine.dispose()
+    with db_backends.server_scheduler_database(kind):
+        _add_nodes(3)
+        placed, refused = _race(per_thread=20)
+        _check_no_overcommit(24, placed)
+        assert refused == 16
 
 
 def test_stale_cache_loses_claim_and_moves_to_next_host(db):

@@ -25,7 +25,7 @@ from nova_sched.conf import CONF
 from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.db import migration, models
+from nova_sched.db import models
 from nova_sched.scheduler import compute_report
 from nova_sched.scheduler.claims import Claim, DatabaseClaims
 from nova_sched.scheduler.cycle_state import CycleState
@@ -175,21 +175,15 @@ def test_filters_and_the_claim_guard_agree_on_sqlite(db, case):
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
 def test_filters_and_the_claim_guard_agree_on_server_databases(kind):
-    with db_backends.temporary_database(kind) as url:
-        CONF.set_override("connection", url, group="database")
-        engine = db_api.configure(url)
-        try:
-            migration.db_sync(engine)
+    with db_backends.server_scheduler_database(kind):
 
-            @settings(max_examples=40, deadline=None,
-                      suppress_health_check=[HealthCheck.too_slow])
-            @given(case=CASE)
-            def check(case):
-                _check_agreement(case)
+        @settings(max_examples=40, deadline=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+        @given(case=CASE)
+        def check(case):
+            _check_agreement(case)
 
-            check()
-        finally:
-            engine.dispose()
+        check()
 
 
 # -- the rule, case by case ---------------------------------------------------

@@ -5,30 +5,18 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
 
 import nova_sched.sim
 from nova_sched.conf import CONF
 from nova_sched.db import aggregates
 from nova_sched.db import allocations as db_allocations
-from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.db import migration
 from nova_sched.scheduler import compute_report
 from nova_sched.sim import report
 from tests.unit.scheduler.conftest import compute_report as node_report
 
 SIM = pathlib.Path(nova_sched.sim.__file__).resolve().parent
-
-
-@pytest.fixture
-def db():
-    CONF.set_override("connection", "sqlite://", group="database")
-    engine = db_api.configure("sqlite://")
-    migration.db_sync(engine)
-    yield engine
-    engine.dispose()
 
 
 def _node(host: str, **figures) -> int:
