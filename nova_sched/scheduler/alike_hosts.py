@@ -45,14 +45,16 @@ def judge_rows(rows: np.ndarray, keys: np.ndarray | Callable[[int], Hashable],
     return verdicts[inverse]
 
 
+_UNSEEN = object()
+
+
 def _judge_by_function(rows, key_of, judge_row, dtype) -> np.ndarray:
     seen: dict[Hashable, Any] = {}
-    out = np.empty(len(rows), dtype=dtype)
-    for i, row in enumerate(rows.tolist()):
+    verdicts = []
+    for row in rows.tolist():
         key = key_of(row)
-        try:
-            verdict = seen[key]
-        except KeyError:
+        verdict = seen.get(key, _UNSEEN)
+        if verdict is _UNSEEN:
             verdict = seen[key] = judge_row(row)
-        out[i] = verdict
-    return out
+        verdicts.append(verdict)
+    return np.array(verdicts, dtype=dtype)

@@ -99,26 +99,37 @@ class ResourceView:
     def claimed(self, resource: Resource, rows) -> np.ndarray:
         return self._column(resource, 2, rows)
 
-    def ratio(self, resource: Resource, rows) -> np.ndarray:
-        """The effective allocation ratio of each row."""
+    def _ratios_of(self, resource: Resource, rows) -> np.ndarray | float:
+        """The effective ratios of ``rows``: one number when all share it."""
         ratios = self._ratios.get(resource.name)
         if ratios is None:
-            everyone = np.arange(self.table.size)
-            own = self._column(resource, 3, everyone)
-            if aggregates_apply(resource) and aggregate_metadata.uses_key(
-                    self.table, resource.ratio_option):
-                from_aggs = aggregate_metadata.per_row(
-                    self.table, everyone,
-                    lambda aggs: aggregate_ratio(resource, aggs))
-            else:
-                from_aggs = np.nan
-            ratios = self._ratios[resource.name] = np.broadcast_to(
-                effective_ratio(resource, own, from_aggs), (self.table.size,))
-        return ratios[rows]
+            ratios = self._ratios[resource.name] = self._compute_ratios(resource)
+        return ratios if isinstance(ratios, float) else ratios[rows]
+
+    def _compute_ratios(self, resource: Resource) -> np.ndarray | float:
+        everyone = np.arange(self.table.size)
+        own = self._column(resource, 3, everyone)
+        from_aggs = np.nan
+        if aggregates_apply(resource) and aggregate_metadata.uses_key(
+                self.table, resource.ratio_option):
+            from_aggs = aggregate_metadata.per_row(
+                self.table, everyone, lambda aggs: aggregate_ratio(resource, aggs))
+        elif not own.any():
+            # The usual cloud: the option for every node, no array needed.
+            return float(effective_ratio(resource, 0.0, np.nan))
+        return effective_ratio(resource, own, from_aggs)
+
+    def ratio(self, resource: Resource, rows) -> np.ndarray:
+        """The effective allocation ratio of each row."""
+        ratios = self._ratios_of(resource, rows)
+        if isinstance(ratios, float):
+            return np.full(len(np.atleast_1d(rows)), ratios)
+        return ratios
 
     def limit(self, resource: Resource, rows) -> np.ndarray:
         """What each node can hand out: ``total x ratio - reserved``."""
-        return capacity.limit(self.total(resource, rows), self.ratio(resource, rows),
+        return capacity.limit(self.total(resource, rows),
+                              self._ratios_of(resource, rows),
                               self.reserved(resource, rows))
 
     def free(self, resource: Resource, rows) -> np.ndarray:

@@ -31,18 +31,6 @@ from nova_sched.scheduler.request import RequestSpec
 LOG = logging.getLogger(__name__)
 
 
-def _overrides_host_passes(cls: type) -> bool:
-    """Whether ``host_passes`` is defined below the nearest ``filter_all``."""
-    for klass in cls.__mro__:
-        if klass is BaseHostFilter:
-            return False
-        if "host_passes" in vars(klass):
-            return True
-        if "filter_all" in vars(klass):
-            return False
-    return False
-
-
 class BaseHostFilter:
     """Base class of host filters: override ``host_passes`` (or, for
     column-wise filters, ``prepare`` and ``filter_all``)."""
@@ -52,7 +40,8 @@ class BaseHostFilter:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.per_host = _overrides_host_passes(cls)
+        cls.per_host = loadables.overrides_first(cls, BaseHostFilter, "host_passes",
+                                                 "filter_all")
 
     @classmethod
     def name(cls) -> str:

@@ -16,6 +16,7 @@ LOG = logging.getLogger(__name__)
 
 _SCOPE = "capabilities"
 _INVALID_JSON = object()
+_MISSING = object()
 # What a requirement reads of a host whose unscoped key it does not apply to.
 _NOT_APPLICABLE = ("not applicable",)
 # host_state.derived name prefix: a top-level capability's parsed JSON text.
@@ -102,6 +103,28 @@ def _reading(host_state, requirement: _Requirement) -> Any:
     return None if cap is None else str(cap)
 
 
+def _reader(requirement: _Requirement, sample) -> Callable[[Any], Any]:
+    """``_reading`` of one requirement, specialised for speed.
+
+    Every host state has the same attributes, so a key whose first name is
+    none of them (``disk_type``, most extra specs) can only be read from
+    the host's ``stats``: a dict lookup per host instead of the general walk.
+    """
+    first = requirement.path[0]
+    if len(requirement.path) > 1 or _has_attribute(sample, first):
+        return lambda host_state: _reading(host_state, requirement)
+    absent = _NOT_APPLICABLE if requirement.unscoped else None
+
+    def read(host_state):
+        stats = host_state.stats
+        value = stats.get(first, _MISSING) if isinstance(stats, dict) else _MISSING
+        if value is _MISSING:
+            return absent
+        return None if value is None else str(value)
+
+    return read
+
+
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     """Hosts whose capabilities satisfy the flavor's extra specs (nova's).
 
@@ -150,12 +173,19 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
 
     def filter_all(self, cycle, rows):
         reqs = cycle.prepared(self)
-        if not reqs:
+        if not reqs or not len(rows):
             return np.ones(len(rows), dtype=bool)
         states = cycle.table.states
+        readers = [_reader(r, states[int(rows[0])]) for r in reqs]
+        if len(readers) == 1:
+            (read,) = readers
 
-        def readings(row: int) -> tuple:
-            return tuple(_reading(states[row], r) for r in reqs)
+            def readings(row: int) -> tuple:
+                return (read(states[row]),)
+        else:
+            def readings(row: int) -> tuple:
+                state = states[row]
+                return tuple(read(state) for read in readers)
 
         # Hosts that show the requirements the same capabilities agree.
         return alike_hosts.judge_rows(

@@ -240,8 +240,8 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         # Nodes of one kind share one supported_instances list (HostTable
         # interns it), so each distinct (list, version) is judged once; the
         # lists live as long as the decision, so their ids stay distinct.
-        return alike_hosts.judge_rows(
-            rows,
-            lambda row: (id(states[row].supported_instances),
-                         states[row].hypervisor_version),
-            judge)
+        def kind(row: int) -> tuple:
+            state = states[row]
+            return id(state.supported_instances), state.hypervisor_version
+
+        return alike_hosts.judge_rows(rows, kind, judge)

@@ -24,18 +24,6 @@ from nova_sched.scheduler.host_state import HostState
 from nova_sched.scheduler.request import RequestSpec
 
 
-def _overrides_weigh_object(cls: type) -> bool:
-    """Whether ``_weigh_object`` is defined below the nearest ``weigh_all``."""
-    for klass in cls.__mro__:
-        if klass is BaseHostWeigher:
-            return False
-        if "_weigh_object" in vars(klass):
-            return True
-        if "weigh_all" in vars(klass):
-            return False
-    return False
-
-
 class BaseHostWeigher:
     """Base class of weighers: override ``_weigh_object`` (or, for
     column-wise weighers, ``weigh_all``).
@@ -63,7 +51,8 @@ class BaseHostWeigher:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.per_host = _overrides_weigh_object(cls)
+        cls.per_host = loadables.overrides_first(cls, BaseHostWeigher, "_weigh_object",
+                                                 "weigh_all")
 
     @classmethod
     def name(cls) -> str:
