@@ -12,10 +12,9 @@ other's state.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -73,27 +72,36 @@ class CycleState:
             value = self._prepared[plugin] = plugin.prepare(self)
             return value
 
-    @contextlib.contextmanager
-    def asking_host_by_host(self) -> Iterator[None]:
-        """While a plugin is asked with nova's (host_state, spec) only.
+    # -- nova's per-host plugin API, both ways -------------------------------
+    def ask_each(self, per_host: Callable[[Any, Any], Any], rows: np.ndarray,
+                 dtype) -> np.ndarray:
+        """``per_host(host_state, spec)`` for each row (a custom plugin).
 
-        A custom plugin that calls a built-in parent's ``host_passes`` or
-        ``_weigh_object`` then reaches this decision (its server group, what
-        the parent prepared) through ``for_host``.
+        While it runs, a custom plugin that calls a built-in parent's
+        ``host_passes`` or ``_weigh_object`` reaches this decision (its
+        server group, what the parent prepared) through ``ask_one``.
         """
+        states, spec = self.table.states, self.spec
         token = _ASKING.set(self)
         try:
-            yield
+            return np.fromiter((per_host(states[r], spec) for r in rows),
+                               dtype=dtype, count=len(rows))
         finally:
             _ASKING.reset(token)
 
     @staticmethod
-    def for_host(spec: "RequestSpec", table: "HostTable") -> "CycleState":
-        """The decision asking about ``spec`` over ``table``, else a new one."""
-        asking = _ASKING.get()
-        if asking is not None and asking.spec is spec and asking.table is table:
-            return asking
-        return CycleState(spec=spec, table=table)
+    def ask_one(column: Callable[["CycleState", np.ndarray], np.ndarray],
+                host_state, spec: "RequestSpec") -> Any:
+        """A column-wise method (``filter_all``, ``weigh_all``) for one host.
+
+        Within ``ask_each`` about the same request and table, that decision
+        is used; otherwise a new one for this request.
+        """
+        table = host_state._table
+        cycle = _ASKING.get()
+        if cycle is None or cycle.spec is not spec or cycle.table is not table:
+            cycle = CycleState(spec=spec, table=table)
+        return column(cycle, np.array([host_state._row]))[0]
 
     def memo(self, key, compute: Callable[[], Any]) -> Any:
         """A value shared by the plugins of this decision, computed once."""

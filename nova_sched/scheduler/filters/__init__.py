@@ -65,8 +65,7 @@ class BaseHostFilter:
         if type(self).filter_all is BaseHostFilter.filter_all:
             raise NotImplementedError(
                 f"{self.name()} overrides neither host_passes nor filter_all")
-        cycle = CycleState.for_host(spec, host_state._table)
-        return bool(self.filter_all(cycle, np.array([host_state._row]))[0])
+        return bool(CycleState.ask_one(self.filter_all, host_state, spec))
 
     def filter_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
         """A boolean mask over ``rows``: which of them pass (column-wise)."""
@@ -77,11 +76,7 @@ class BaseHostFilter:
         """What the handler calls: ``host_passes`` host by host when the
         class overrides it, else ``filter_all``."""
         if self.per_host:
-            states, spec = cycle.table.states, cycle.spec
-            with cycle.asking_host_by_host():
-                return np.fromiter(
-                    (bool(self.host_passes(states[r], spec)) for r in rows),
-                    dtype=bool, count=len(rows))
+            return cycle.ask_each(self.host_passes, rows, bool)
         return np.asarray(self.filter_all(cycle, rows), dtype=bool)
 
     def limits(self, cycle: CycleState, row: int) -> dict:

@@ -33,12 +33,9 @@ class CoreFilter(filters.BaseHostFilter):
 
 
 class AggregateCoreFilter(CoreFilter):
-    """CoreFilter, with aggregates' ``cpu_allocation_ratio`` taken into account.
+    """CoreFilter, and aggregates' ``cpu_allocation_ratio`` counts.
 
-    It judges exactly as CoreFilter: naming it in ``[filter_scheduler]
-    enabled_filters`` is what makes the resource model take, for a node
-    that reports no ratio of its own, the smallest ``cpu_allocation_ratio``
-    of its aggregates (the option when none sets it or a value is not a
-    number). The ratio then applies everywhere the scheduler reads vCPUs
-    (every filter, weigher, limit and claim), not only here.
+    While it is enabled, the resource model (``scheduler.resources``) takes
+    a node's ratio from its aggregates and judges vCPUs by it everywhere
+    (filters, weighers, limits, claims).
     """

@@ -26,12 +26,9 @@ class DiskFilter(filters.BaseHostFilter):
 
 
 class AggregateDiskFilter(DiskFilter):
-    """DiskFilter, with aggregates' ``disk_allocation_ratio`` taken into account.
+    """DiskFilter, and aggregates' ``disk_allocation_ratio`` counts.
 
-    It judges exactly as DiskFilter: naming it in ``[filter_scheduler]
-    enabled_filters`` is what makes the resource model take, for a node
-    that reports no ratio of its own, the smallest ``disk_allocation_ratio``
-    of its aggregates (the option when none sets it or a value is not a
-    number). The ratio then applies everywhere the scheduler reads disk
-    (every filter, weigher, limit and claim), not only here.
+    While it is enabled, the resource model (``scheduler.resources``) takes
+    a node's ratio from its aggregates and judges disk by it everywhere
+    (filters, weighers, limits, claims).
     """

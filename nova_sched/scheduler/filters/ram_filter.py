@@ -25,12 +25,9 @@ class RamFilter(filters.BaseHostFilter):
 
 
 class AggregateRamFilter(RamFilter):
-    """RamFilter, with aggregates' ``ram_allocation_ratio`` taken into account.
+    """RamFilter, and aggregates' ``ram_allocation_ratio`` counts.
 
-    It judges exactly as RamFilter: naming it in ``[filter_scheduler]
-    enabled_filters`` is what makes the resource model take, for a node
-    that reports no ratio of its own, the smallest ``ram_allocation_ratio``
-    of its aggregates (the option when none sets it or a value is not a
-    number). The ratio then applies everywhere the scheduler reads RAM
-    (every filter, weigher, limit and claim), not only here.
+    While it is enabled, the resource model (``scheduler.resources``) takes
+    a node's ratio from its aggregates and judges RAM by it everywhere
+    (filters, weighers, limits, claims).
     """

@@ -89,8 +89,7 @@ class BaseHostWeigher:
         if type(self).weigh_all is BaseHostWeigher.weigh_all:
             raise NotImplementedError(
                 f"{self.name()} overrides neither _weigh_object nor weigh_all")
-        cycle = CycleState.for_host(spec, host_state._table)
-        return float(self.weigh_all(cycle, np.array([host_state._row]))[0])
+        return float(CycleState.ask_one(self.weigh_all, host_state, spec))
 
     def weigh_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
         """Raw weights of ``rows`` (column-wise)."""
@@ -101,11 +100,7 @@ class BaseHostWeigher:
         """What the handler calls: ``_weigh_object`` host by host when the
         class overrides it, else ``weigh_all``."""
         if self.per_host:
-            states, spec = cycle.table.states, cycle.spec
-            with cycle.asking_host_by_host():
-                return np.fromiter(
-                    (self._weigh_object(states[r], spec) for r in rows),
-                    dtype=np.float64, count=len(rows))
+            return cycle.ask_each(self._weigh_object, rows, np.float64)
         return np.asarray(self.weigh_all(cycle, rows), dtype=np.float64)
 
     def multipliers(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray | float:
