@@ -74,8 +74,9 @@ class SchedulerService:
             return
         self._logged_count = stats.count
         pct = stats.percentiles_ms(50, 99)
-        LOG.info("Decisions so far: %d; time in the driver per instance over the "
-                 "last %d: p50 %.2f ms, p99 %.2f ms; %d compute nodes known",
+        LOG.info("Decisions so far: %d; time to decide and claim per instance "
+                 "over the last %d: p50 %.2f ms, p99 %.2f ms; %d compute nodes "
+                 "known",
                  stats.count, min(stats.count, 100_000), pct[50], pct[99],
                  len(self.manager.host_manager.candidates()))
 

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from nova_sched import exception
+from nova_sched import capacity, exception
 from nova_sched.capacity import RAM, VCPU
 from nova_sched.scheduler import alike_hosts, filters
 
@@ -244,13 +244,16 @@ def _figures(host_state) -> tuple | None:
         (c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
 
 
-def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float, ram_ratio: float) -> bool:
+def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float,
+          ram_ratio: float) -> bool:
     # No overcommit of a guest cell against itself (nova).
     if guest.memory_mb > cell.memory_mb or guest.cpus > cell.cpus:
         return False
-    if cell.cpu_usage + guest.cpus > cell.cpus * cpu_ratio:
-        return False
-    return cell.memory_usage + guest.memory_mb <= cell.memory_mb * ram_ratio
+    # A cell reserves nothing: its limit is its size times the node's ratio.
+    return (capacity.fits(cell.cpu_usage, guest.cpus,
+                          capacity.limit(cell.cpus, cpu_ratio, 0))
+            and capacity.fits(cell.memory_usage, guest.memory_mb,
+                              capacity.limit(cell.memory_mb, ram_ratio, 0)))
 
 
 def fit(guests: list[GuestCell], cells: list[HostCell], cpu_ratio: float,
