@@ -6,8 +6,9 @@
 Builds ``HostManager().table`` directly (``HostTable.upsert`` with
 ``HostState`` objects, no database, no RPC) for each fleet size, with the
 demo's host shapes (nova_sched.sim.flavors) and random claims of 0-70% of
-each node, then times ``FilterScheduler.filter()`` and ``.weigh()`` with the
-default enabled filters and weighers for a few kinds of request. Prints
+each node, then times ``FilterScheduler.decide()`` (prepare, filter and
+weigh; no claim) with the default enabled filters and weighers for a few
+kinds of request. Prints
 figures, not pass/fail: see bench/README.md.
 """
 
@@ -27,9 +28,11 @@ import tracemalloc
 import nova_sched  # noqa: F401  (selects oslo.service's threading backend)
 
 from nova_sched.scheduler import request
+from nova_sched.scheduler.cycle_state import CycleState
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.host_state import HostState
+from nova_sched.scheduler.server_groups import GroupContext
 from nova_sched.sim import flavors
 
 # Decisions timed per request kind, by fleet size (enough for a stable median).
@@ -105,35 +108,34 @@ def _spec(flavor_name: str, image_name: str, **extra_filter_props) -> request.Re
     return request.parse(raw, {"scheduler_hints": {}, **extra_filter_props})
 
 
-def request_kinds(manager: HostManager) -> dict[str, request.RequestSpec]:
-    """The requests timed: common, extra specs, ARM image, anti-affinity."""
+def request_kinds(manager: HostManager) -> dict[str, CycleState]:
+    """The decisions timed: common, extra specs, ARM image, anti-affinity, retry."""
     states = manager.table.states
-    anti = dataclasses.replace(
-        _spec("m1.medium", "cirros-x86_64"),
-        group_policy="anti-affinity",
-        group_hosts={states[i].host: 1 for i in range(0, len(states), max(len(states) // 50, 1))},
-    )
+    anti = GroupContext(
+        ref="bench-group", policy="anti-affinity", rules={},
+        hosts={states[i].host: 1 for i in range(0, len(states), max(len(states) // 50, 1))})
     return {
-        "m1.small, x86_64 image": _spec("m1.small", "cirros-x86_64"),
-        "s1.large (capabilities:disk_type=ssd)": _spec("s1.large", "cirros-x86_64"),
-        "m1.large, aarch64 image": _spec("m1.large", "ubuntu-arm64"),
-        "m1.medium, anti-affinity group of 50": anti,
-        "m1.small, retry after 2 hosts failed": _spec(
+        "m1.small, x86_64 image": CycleState(_spec("m1.small", "cirros-x86_64")),
+        "s1.large (capabilities:disk_type=ssd)": CycleState(
+            _spec("s1.large", "cirros-x86_64")),
+        "m1.large, aarch64 image": CycleState(_spec("m1.large", "ubuntu-arm64")),
+        "m1.medium, anti-affinity group of 50": CycleState(
+            _spec("m1.medium", "cirros-x86_64"), group=anti),
+        "m1.small, retry after 2 hosts failed": CycleState(_spec(
             "m1.small", "cirros-x86_64",
             retry={"num_attempts": 2, "hosts": [[states[0].host, states[0].nodename],
-                                                [states[1].host, states[1].nodename]]}),
+                                                [states[1].host, states[1].nodename]]})),
     }
 
 
-def _time_decisions(scheduler: FilterScheduler, spec, repeats: int,
+def _time_decisions(scheduler: FilterScheduler, kind: CycleState, repeats: int,
                     breakdown: collections.Counter | None) -> tuple[float, int]:
-    """Median milliseconds of filter + weigh; the number of survivors."""
-    # Warm the filters' per-request caches (not counted in the breakdown),
-    # and start from a clean heap so that collecting the table build's
-    # garbage does not land in a sample.
+    """Median milliseconds of one decision; the number of survivors."""
+    # Warm up (not counted in the breakdown), and start from a clean heap so
+    # that collecting the table build's garbage does not land in a sample.
     before_warm_up = collections.Counter(breakdown or {})
     for _ in range(max(2, repeats // 10)):
-        scheduler.weigh(spec, scheduler.filter(spec).rows)
+        scheduler.decide(dataclasses.replace(kind))
     if breakdown is not None:
         breakdown.subtract(breakdown - before_warm_up)
     gc.collect()
@@ -141,10 +143,9 @@ def _time_decisions(scheduler: FilterScheduler, spec, repeats: int,
     survivors = 0
     for _ in range(repeats):
         started = time.perf_counter()
-        filtered = scheduler.filter(spec)
-        weighed = scheduler.weigh(spec, filtered.rows)
+        decision = scheduler.decide(dataclasses.replace(kind))
         samples.append(time.perf_counter() - started)
-        survivors = len(weighed.rows)
+        survivors = len(decision.order)
     return statistics.median(samples) * 1000.0, survivors
 
 
@@ -162,9 +163,9 @@ def _wrap_for_breakdown(scheduler: FilterScheduler, totals: collections.Counter)
         setattr(obj, method, wrapper)
 
     for flt in scheduler.filters:
-        timed(flt, "filter_all", f"filter  {type(flt).__name__}")
+        timed(flt, "filter_rows", f"filter  {type(flt).__name__}")
     for weigher in scheduler.weighers:
-        timed(weigher, "weigh_all", f"weigher {type(weigher).__name__}")
+        timed(weigher, "weigh_rows", f"weigher {type(weigher).__name__}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
 
-    print(f"python {sys.version.split()[0]}; filter + weigh per decision (median), "
+    print(f"python {sys.version.split()[0]}; prepare + filter + weigh per decision (median), "
           "default filters and weighers, no database")
     for size in sizes:
         started = time.perf_counter()
@@ -191,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{size:,} hosts (table built in {build_s:.2f} s; "
               f"{repeats} decisions per kind)")
         decisions = 0
-        for label, spec in request_kinds(manager).items():
-            ms, survivors = _time_decisions(scheduler, spec, repeats, totals)
+        for label, kind in request_kinds(manager).items():
+            ms, survivors = _time_decisions(scheduler, kind, repeats, totals)
             decisions += repeats
             print(f"  {label:42s} {ms:8.3f} ms  ({survivors:,} hosts pass)")
         if args.breakdown:

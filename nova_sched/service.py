@@ -62,20 +62,21 @@ class SchedulerService:
         while not self._stop.wait(CONF.scheduler.periodic_task_interval):
             try:
                 self.manager.resume_parked()
-                recovery.recover_stuck_instances(self.manager.driver)
-                self.manager.driver.refresh()
+                recovery.recover_stuck_instances(self.manager.cycle)
+                self.manager.cycle.refresh()
                 self._log_stats()
             except Exception:  # a periodic task must never kill the daemon
                 LOG.exception("Periodic task failed; will try again")
 
     def _log_stats(self) -> None:
-        stats = getattr(self.manager.driver, "stats", None)
-        if stats is None or stats.count == self._logged_count:
+        stats = self.manager.cycle.stats
+        if stats.count == self._logged_count:
             return
         self._logged_count = stats.count
         pct = stats.percentiles_ms(50, 99)
-        LOG.info("Decisions so far: %d; time in the driver per instance over the "
-                 "last %d: p50 %.2f ms, p99 %.2f ms; %d compute nodes known",
+        LOG.info("Decisions so far: %d; time to decide and claim per instance "
+                 "over the last %d: p50 %.2f ms, p99 %.2f ms; %d compute nodes "
+                 "known",
                  stats.count, min(stats.count, 100_000), pct[50], pct[99],
                  len(self.manager.host_manager.candidates()))
 

@@ -23,6 +23,29 @@ _UNREACHABLE = ("connect", "refused", "timed out", "timeout", "no route")
 
 
 @contextlib.contextmanager
+def scheduler_database(url: str) -> Iterator[sa.Engine]:
+    """The process's database at ``url``, migrated; its engine disposed after."""
+    from nova_sched.conf import CONF
+    from nova_sched.db import api as db_api
+    from nova_sched.db import migration
+
+    CONF.set_override("connection", url, group="database")
+    engine = db_api.configure(url)
+    try:
+        migration.db_sync(engine)
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def server_scheduler_database(kind: str) -> Iterator[sa.Engine]:
+    """``scheduler_database`` on a new database of ``kind``'s server."""
+    with temporary_database(kind) as url, scheduler_database(url) as engine:
+        yield engine
+
+
+@contextlib.contextmanager
 def temporary_database(kind: str) -> Iterator[str]:
     """Yield the URL of a new empty database on ``kind``'s server; drop it after."""
     base, admin_db = SERVERS[kind]

@@ -8,8 +8,13 @@ Serves ``run_instance`` casts on ``Target(topic=compute_topic, server=H)``,
 reports the node with ``compute_node_update`` at start and every
 ``--report-interval`` seconds, and stops cleanly with exit code 0 on
 SIGTERM or SIGINT. A bad command line or configuration exits with code 2
-and a one-line reason. Build outcomes are written to the scheduler's
-database when ``[database] connection`` points at an existing one.
+and a one-line reason.
+
+The node reaches the scheduler through RPC only. With ``[fake_compute]
+record_instance_state`` (the default) and ``[database] connection``
+pointing at an existing database, build outcomes are also recorded in the
+instance rows, as nova's compute records them in nova's database
+(``DatabaseInstanceStore``): instance rows and faults only, never claims.
 """
 
 from __future__ import annotations
@@ -62,8 +67,41 @@ def _parse(argv: list[str]) -> None:
     CONF(argv, project="nova-sched", prog=PROG)
 
 
+class DatabaseInstanceStore:
+    """Records build outcomes in instance rows (``nova_sched.db.instances``).
+
+    Only ``mark_active`` and ``mark_error`` (instance row and fault), which
+    touch no claim. A failing database write is logged and does not crash
+    the node: the fake compute keeps serving, as it does without any
+    database.
+    """
+
+    def __init__(self):
+        # Imported only when outcomes are recorded: the node itself needs
+        # no database.
+        from nova_sched.db import instances
+
+        self._db = instances
+
+    def mark_active(self, uuid: str, host: str, node: str) -> None:
+        try:
+            self._db.mark_active(uuid, host, node)
+        except Exception:
+            LOG.exception("Could not mark instance %s active", uuid)
+
+    def mark_error(self, uuid: str, message: str) -> None:
+        try:
+            self._db.mark_error(uuid, message)
+        except Exception:
+            LOG.exception("Could not mark instance %s as ERROR", uuid)
+
+
 def _instance_store() -> fake.InstanceStore | None:
-    """The database recorder, or None when no scheduler database exists."""
+    """The instance-row recorder; None when disabled or without a database."""
+    if not CONF.fake_compute.record_instance_state:
+        LOG.info("[fake_compute] record_instance_state is off: build outcomes "
+                 "are not recorded")
+        return None
     url = CONF.database.connection
     if url.startswith("sqlite:///") and url not in ("sqlite:///:memory:",):
         path = url[len("sqlite:///"):]
@@ -73,7 +111,7 @@ def _instance_store() -> fake.InstanceStore | None:
             return None
     elif url.startswith("sqlite://"):
         return None  # a private in-memory database would be of no use
-    return fake.DatabaseInstanceStore()
+    return DatabaseInstanceStore()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,17 @@ embedding process such as the demo can create one server per host, all
 sharing the same endpoint object. ``NodeReporter`` sends every node's
 report to the scheduler at start and then periodically.
 
+The fake compute reaches the scheduler only through RPC (reports and
+reschedules through ``SchedulerAPI``). Recording build outcomes in instance
+rows is the embedding process's choice: it passes an ``InstanceStore``
+(``nova-sched-fake-compute`` does, behind ``[fake_compute]
+record_instance_state``), and this module imports nothing of the database.
+
 Embedding many nodes in one process (the demo)::
 
-    store = fake.DatabaseInstanceStore()      # or None: no database
     nodes = {f"node-{i}": fake.FakeComputeNode(f"node-{i}", vcpus=16,
-                 memory_mb=65536, local_gb=1000, rng=random.Random(i),
-                 instance_store=store) for i in range(n)}
+                 memory_mb=65536, local_gb=1000, rng=random.Random(i))
+             for i in range(n)}
     endpoint = fake.FakeComputeEndpoint(nodes, SchedulerAPI(transport))
     servers = [rpc.get_server(transport, messaging.Target(
                    topic=CONF.compute_topic, server=host), [endpoint])
@@ -68,36 +73,12 @@ class BuildFailed(Exception):
 
 
 class InstanceStore(Protocol):
-    """Where build outcomes are recorded (``nova_sched.db.instances``)."""
+    """Where build outcomes are recorded: an instance ACTIVE on its node, or
+    in ERROR with the reason. Implementations touch instance rows only."""
 
     def mark_active(self, uuid: str, host: str, node: str) -> Any: ...
 
     def mark_error(self, uuid: str, message: str) -> Any: ...
-
-
-class DatabaseInstanceStore:
-    """Records outcomes through ``nova_sched.db.instances``.
-
-    A failing database write is logged and does not crash the node: the
-    fake compute keeps serving, as it does without any database.
-    """
-
-    def __init__(self):
-        from nova_sched.db import instances  # imported only when a DB is used
-
-        self._db = instances
-
-    def mark_active(self, uuid: str, host: str, node: str) -> None:
-        try:
-            self._db.mark_active(uuid, host, node)
-        except Exception:
-            LOG.exception("Could not mark instance %s active", uuid)
-
-    def mark_error(self, uuid: str, message: str) -> None:
-        try:
-            self._db.mark_error(uuid, message)
-        except Exception:
-            LOG.exception("Could not mark instance %s as ERROR", uuid)
 
 
 def _whole(value: Any) -> int:
@@ -138,7 +119,7 @@ class FakeComputeNode:
 
     ``fail_rate`` is the probability in [0, 1] that a build fails; ``rng``
     (a ``random.Random``) makes failures reproducible. ``instance_store``
-    records ACTIVE/ERROR outcomes (None: no database). ``scheduler_api``
+    records ACTIVE/ERROR outcomes (None: not recorded). ``scheduler_api``
     (a ``SchedulerAPI``) is where failed builds are sent back; it may also
     be passed to ``build``.
     """

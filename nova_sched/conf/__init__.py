@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
-from nova_sched.conf import (database, default, filter_scheduler, metrics, pci,
-                             scheduler)
+from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
+                             metrics, pci, scheduler)
 
 CONF = cfg.CONF
 
-_MODULES = (default, database, scheduler, filter_scheduler, metrics, pci)
+_MODULES = (default, database, scheduler, filter_scheduler, metrics, pci,
+            fake_compute)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nova_sched.conf import (database, default, filter_scheduler, metrics, pci,
-                             scheduler)
+from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
+                             metrics, pci, scheduler)
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
@@ -12,7 +12,8 @@ DEFAULT_CONTROL_EXCHANGE = "nova"
 def list_opts():
     """(group, options) pairs of every nova-sched option."""
     result = []
-    for module in (default, database, scheduler, filter_scheduler, metrics, pci):
+    for module in (default, database, scheduler, filter_scheduler, metrics, pci,
+                   fake_compute):
         for group, opts in module.list_opts().items():
             result.append((group, opts))
     return result

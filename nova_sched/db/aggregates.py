@@ -10,6 +10,7 @@ below free of races.
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Any, Iterable
 
 import sqlalchemy as sa
@@ -18,11 +19,20 @@ from sqlalchemy.orm import aliased
 from nova_sched import exception
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from nova_sched.scheduler.host_state import AggregateInfo
 
 AZ_KEY = "availability_zone"
 STAMP_NAME = "aggregates"
 _MAX_LEN = 255
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateInfo:
+    """A host aggregate as the scheduler's host-state store holds it."""
+
+    id: int
+    name: str
+    hosts: frozenset[str]
+    metadata: dict[str, str]
 
 
 @db_api.retry_on_disconnect

@@ -18,7 +18,9 @@ def upsert_report(values: dict[str, Any], topic: str = "compute") -> int:
     """Store a validated report and beat the host's service heartbeat.
 
     Returns the node id. Claimed totals are never touched here: a node's
-    usage is the sum of the scheduler's claims, not what it reports.
+    usage is the sum of the scheduler's claims, not what it reports. The
+    node's own allocation ratios (``cpu_allocation_ratio`` and friends) are
+    stored as given, None for a node that sends none.
     """
     now = db_api.utcnow()
     stamp = db_api.now_us()

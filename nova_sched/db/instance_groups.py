@@ -8,6 +8,7 @@ import json
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from nova_sched.db import allocations as db_allocations
 from nova_sched.db import api as db_api
 from nova_sched.db import models
 
@@ -71,34 +72,19 @@ def describe(ref: str) -> tuple[str | None, dict]:
 
 @db_api.retry_on_disconnect
 def member_hosts(group_uuid: str, exclude: set[str] | None = None) -> dict[str, int]:
-    """host -> number of the group's members placed or claimed there."""
-    counts: collections.Counter[str] = collections.Counter()
+    """host -> number of the group's members placed or claimed there.
+
+    Where each member is comes from ``db.allocations.hosts_of``: its claim,
+    else its placed instance row (members the scheduler placed without
+    holding a claim, recorded from a compute's sync, count where they run).
+    """
     exclude = exclude or set()
     g, m = models.InstanceGroup, models.InstanceGroupMember
     with db_api.session_scope() as session:
-        members = (
+        members = list(session.execute(
             sa.select(m.instance_uuid).join(g, g.id == m.group_id)
-            .where(sa.or_(g.uuid == group_uuid, g.name == group_uuid)))
-        claimed = session.execute(
-            sa.select(models.Allocation.instance_uuid, models.ComputeNode.host)
-            .join(models.ComputeNode,
-                  models.ComputeNode.id == models.Allocation.compute_node_id)
-            .where(models.Allocation.instance_uuid.in_(members))
-        ).all()
-        seen = set()
-        for uuid, host in claimed:
-            if uuid not in exclude:
-                counts[host] += 1
-            seen.add(uuid)
-        # Members the scheduler placed without holding a claim (recorded
-        # from a compute's sync) still count where they run.
-        placed = session.execute(
-            sa.select(models.Instance.uuid, models.Instance.host).where(
-                models.Instance.uuid.in_(members),
-                models.Instance.host.is_not(None),
-                models.Instance.vm_state.not_in(("error", "deleted")))
-        ).all()
-        for uuid, host in placed:
-            if uuid not in seen and uuid not in exclude:
-                counts[host] += 1
+            .where(sa.or_(g.uuid == group_uuid, g.name == group_uuid))).scalars())
+    counts = collections.Counter(
+        host for uuid, host in db_allocations.hosts_of(members).items()
+        if uuid not in exclude)
     return dict(counts)

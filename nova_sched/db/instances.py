@@ -19,6 +19,8 @@ from nova_sched.db import models
 # Fault messages and event tracebacks are Text; keep them bounded so a
 # pathological exception cannot bloat the database.
 _MAX_TEXT = 65000
+# Instances per IN list of the bulk reads.
+_IN_CHUNK = 500
 
 
 def _size(props: dict, key: str) -> int | None:
@@ -35,11 +37,6 @@ _EVENTS = models.InstanceActionEvent.__table__
 # call cost more than running them.
 _UUIDS_PRESENT = sa.select(_INSTANCES.c.uuid).where(
     _INSTANCES.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
-_SET_PLACEMENT = (
-    sa.update(_INSTANCES).where(_INSTANCES.c.uuid == sa.bindparam("b_uuid"))
-    .values(host=sa.bindparam("b_host"), node=sa.bindparam("b_node"),
-            scheduled_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now"),
-            launch_index=sa.bindparam("b_index")))
 _ACTIONS_OF = (
     sa.select(_ACTIONS.c.id, _ACTIONS.c.instance_uuid, _ACTIONS.c.request_id)
     .where(_ACTIONS.c.instance_uuid.in_(sa.bindparam("uuids", expanding=True)),
@@ -101,14 +98,6 @@ def _str(value: Any) -> str | None:
 def set_scheduling(uuid: str) -> None:
     """Back to task_state 'scheduling' without a host (a retry starts)."""
     _update(uuid, host=None, node=None, vm_state="building", task_state="scheduling")
-
-
-@db_api.retry_on_disconnect
-def set_placement(uuid: str, host: str, node: str, launch_index: int) -> None:
-    with db_api.transaction() as conn:
-        conn.execute(_SET_PLACEMENT, {"b_uuid": uuid, "b_host": host, "b_node": node,
-                                      "b_now": db_api.utcnow(),
-                                      "b_index": launch_index})
 
 
 @db_api.retry_on_disconnect
@@ -223,6 +212,43 @@ def find_stuck(older_than: dt.datetime, limit: int = 100) -> list[str]:
         )
 
 
+@db_api.retry_on_disconnect
+def in_error(uuids: list[str]) -> list[str]:
+    """Those of ``uuids`` in vm_state ERROR."""
+    found: list[str] = []
+    if not uuids:
+        return found
+    with db_api.session_scope() as session:
+        for chunk in _chunks(uuids):
+            found.extend(session.execute(
+                sa.select(_INSTANCES.c.uuid).where(
+                    _INSTANCES.c.uuid.in_(chunk),
+                    _INSTANCES.c.vm_state == "error")).scalars())
+    return found
+
+
+@db_api.retry_on_disconnect
+def latest_fault_messages(uuids: list[str]) -> dict[str, str]:
+    """uuid -> message of the instance's latest fault, for those that have one."""
+    messages: dict[str, str] = {}
+    if not uuids:
+        return messages
+    with db_api.session_scope() as session:
+        for chunk in _chunks(uuids):
+            for uuid, message in session.execute(
+                    sa.select(_FAULTS.c.instance_uuid, _FAULTS.c.message)
+                    .where(_FAULTS.c.instance_uuid.in_(chunk))
+                    .order_by(_FAULTS.c.id)):
+                messages[uuid] = message  # oldest first: the latest wins
+    return messages
+
+
+def _chunks(uuids: list[str]):
+    # Bounded IN lists: some backends limit a statement's parameters.
+    for start in range(0, len(uuids), _IN_CHUNK):
+        yield uuids[start:start + _IN_CHUNK]
+
+
 # -- instance actions -----------------------------------------------------
 
 @db_api.retry_on_disconnect
@@ -278,29 +304,3 @@ def finish_events(results: dict[int, tuple[str, str | None]]) -> None:
             {"b_id": action_id, "b_now": now,
              "b_message": result if result == "Error" else None}
             for action_id, result in action_results.items()])
-
-
-@db_api.retry_on_disconnect
-def hosts_of(uuids: Iterable[str]) -> dict[str, str]:
-    """uuid -> host of the given instances that have one (claimed or placed).
-
-    A claim counts before the instance row has its host, so instances being
-    placed right now are found too.
-    """
-    uuids = [u for u in uuids if isinstance(u, str)]
-    if not uuids:
-        return {}
-    with db_api.session_scope() as session:
-        found = dict(session.execute(
-            sa.select(models.Allocation.instance_uuid, models.ComputeNode.host)
-            .join(models.ComputeNode,
-                  models.ComputeNode.id == models.Allocation.compute_node_id)
-            .where(models.Allocation.instance_uuid.in_(uuids))).all())
-        rest = [u for u in uuids if u not in found]
-        if rest:
-            found.update(session.execute(
-                sa.select(models.Instance.uuid, models.Instance.host).where(
-                    models.Instance.uuid.in_(rest),
-                    models.Instance.host.is_not(None),
-                    models.Instance.vm_state.not_in(("error", "deleted")))).all())
-        return found

@@ -16,6 +16,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Double,
     ForeignKey,
     Index,
     Integer,
@@ -150,6 +151,13 @@ class ComputeNode(Base):
     reserved_host_memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     reserved_host_disk_mb: Mapped[int] = mapped_column(Integer, default=0)
     reserved_host_cpus: Mapped[int] = mapped_column(Integer, default=0)
+    # The node's own allocation ratios, when its report carries them (as
+    # today's nova computes send them); NULL: the scheduler decides
+    # (scheduler.resources). A double, so a ratio such as 1.1 is read back
+    # exactly as reported.
+    cpu_allocation_ratio: Mapped[float | None] = mapped_column(Double)
+    ram_allocation_ratio: Mapped[float | None] = mapped_column(Double)
+    disk_allocation_ratio: Mapped[float | None] = mapped_column(Double)
     # Running totals of the allocations held on this node. Kept in the row
     # so that a claim is one conditional UPDATE, atomic on every backend.
     claimed_memory_mb: Mapped[int] = mapped_column(Integer, default=0, nullable=False)

@@ -20,7 +20,7 @@ class ChanceScheduler(FilterScheduler):
         self.filters = [RetryFilter(), ComputeFilter()]
         self.weighers = []
 
-    def _subset_first(self, rows):
+    def _order(self, rows):
         order = rows.copy()
         self._rng.shuffle(order)
         return order

@@ -8,9 +8,11 @@ corrupt what the scheduler knows about it.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from nova_sched import exception
+from nova_sched.capacity import RESOURCES
 
 _REQUIRED_INTS = ("vcpus", "memory_mb", "local_gb")
 _OPTIONAL_INTS = (
@@ -51,6 +53,30 @@ def _int(report: dict, key: str, required: bool) -> int | None:
     if abs(value) > _MAX_VALUE:
         raise exception.InvalidComputeReport(f"{key} is implausibly large: {value}")
     return value
+
+
+def _ratio(report: dict, key: str) -> float | None:
+    """A node's own allocation ratio; None when it sends none.
+
+    Absent, null and 0.0 all mean "none" (the scheduler's rule decides),
+    as in today's nova, so 0.0 is stored as NULL.
+    """
+    value = report.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise exception.InvalidComputeReport(
+            f"{key} must be a number, got {type(value).__name__} {value!r}"
+        )
+    try:
+        value = float(value)
+    except OverflowError:  # a whole number beyond any double
+        value = math.inf
+    if not math.isfinite(value) or value < 0:
+        raise exception.InvalidComputeReport(
+            f"{key} must be a finite non-negative number, got {value!r}"
+        )
+    return value or None
 
 
 def _json_text(value: Any, key: str, kind: type) -> str | None:
@@ -98,6 +124,10 @@ def validate(report: Any) -> dict:
         if value is not None and not isinstance(value, str):
             raise exception.InvalidComputeReport(f"{key} must be a string")
         values[key] = value
+    # Always set, so a node that stops sending a ratio goes back to the
+    # scheduler's rule rather than keeping the one it sent before.
+    for resource in RESOURCES:
+        values[resource.ratio_option] = _ratio(report, resource.ratio_option)
     cpu_info = report.get("cpu_info")
     if cpu_info is not None and not isinstance(cpu_info, str):
         cpu_info = _json_text(cpu_info, "cpu_info", dict)

@@ -8,7 +8,7 @@ import numpy as np
 
 
 class DecisionStats:
-    """Seconds spent inside the driver per instance, kept in a ring buffer."""
+    """Seconds each instance's decision and claim took, in a ring buffer."""
 
     def __init__(self, size: int = 100_000):
         self._samples = np.zeros(size, dtype=np.float64)

@@ -1,18 +1,23 @@
-"""The driver interface and what every driver shares: placement results,
-loading a driver by name, and the retry bookkeeping of nova Havana.
+"""The driver interface: a decision over the host table, and loading by name.
+
+A driver decides; it does not claim, record or cast (the scheduling cycle
+does, ``scheduler.cycle``). ``decide(cycle)`` prepares the driver's
+plugins for the decision, then, holding the host table's lock, filters and
+weighs the live nodes and returns a ``Decision``: the candidates in the
+order they should be tried, with the diagnosis of what each filter removed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
+
+import numpy as np
 
 from nova_sched import exception
-from nova_sched.conf import CONF
 from nova_sched.scheduler import loadables
-from nova_sched.scheduler.request import RequestSpec
-
-LOG = logging.getLogger(__name__)
+from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.filters import FilterResult
+from nova_sched.scheduler.weights import WeighResult
 
 DRIVER_ALIASES = {
     "filter_scheduler": "nova_sched.scheduler.filter_scheduler.FilterScheduler",
@@ -27,45 +32,79 @@ DRIVER_ALIASES = {
 
 @dataclasses.dataclass
 class Selection:
-    """A node chosen for an instance, with what the compute node must know."""
+    """A node chosen for an instance, with what the compute node must know.
+
+    ``ratios`` are the allocation ratios the decision judged the node by;
+    the claim is guarded with them.
+    """
 
     host: str
     nodename: str
     node_id: int
     limits: dict
     weight: float = 0.0
+    ratios: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"host": self.host, "nodename": self.nodename, "limits": self.limits}
 
 
-class Scheduler:
-    """Base class of scheduler drivers.
+@dataclasses.dataclass
+class Decision:
+    """Candidates of one decision in the order to try them, and why others lost.
 
-    A driver chooses nodes for a request: ``select`` returns one list per
-    instance, the chosen node first, followed by up to ``alternates``
-    unclaimed fallbacks. When ``claim`` is true the chosen node's resources
-    are claimed for the instance; a request that cannot be placed raises
-    NoValidHost with the reason.
+    ``order`` holds table rows: the first is the choice, the rest the
+    fallbacks when a claim is lost and the alternates returned to callers.
     """
+
+    cycle: CycleState
+    filtered: FilterResult
+    weighed: WeighResult
+    order: np.ndarray
+    driver: "Scheduler"
+
+    def reason(self) -> str:
+        return self.filtered.reason()
+
+    def selection(self, position: int) -> Selection:
+        """The candidate at ``position`` of the order, ready to claim."""
+        row = int(self.order[position])
+        state = self.cycle.table.states[row]
+        where = np.flatnonzero(self.weighed.rows == row)
+        weight = float(self.weighed.totals[where[0]]) if len(where) else 0.0
+        return Selection(host=state.host, nodename=state.nodename,
+                         node_id=state.node_id,
+                         limits=self.driver.limits(self.cycle, row), weight=weight,
+                         ratios=self.cycle.resources.ratios_at(row))
+
+    def summary(self) -> dict:
+        """``explain``'s answer: survivors in weighed order, removals per filter."""
+        states = self.cycle.table.states
+        hosts = [{
+            "host": states[row].host,
+            "nodename": states[row].nodename,
+            "weight": float(self.weighed.totals[i]),
+            "weights": {name: float(share[i]) for name, share
+                        in self.weighed.contributions.items()},
+        } for i, row in enumerate(self.weighed.rows)]
+        removed = {name: [[states[r].host, states[r].nodename] for r in rows]
+                   for name, rows in self.filtered.removed}
+        return {"hosts": hosts, "removed": removed, "reason": self.reason()}
+
+
+class Scheduler:
+    """Base class of scheduler drivers: ``decide`` over the host table."""
 
     def __init__(self, host_manager):
         self.host_manager = host_manager
 
-    def select_one(self, spec: RequestSpec, instance_uuid: str | None,
-                   claim: bool = True, alternates: int = 0) -> list[Selection]:
+    def decide(self, cycle: CycleState) -> Decision:
+        """Filter and weigh the live nodes for the cycle's instance."""
         raise NotImplementedError
 
-    def refresh(self) -> None:
-        """Bring the host states up to date between decisions."""
-        self.host_manager.refresh()
-
-    def release(self, instance_uuids: list[str]) -> None:
-        """Give back the claims of instances (their nodes are re-read)."""
-        from nova_sched.scheduler import claims
-
-        for node_id in set(claims.release(instance_uuids)):
-            self.host_manager.refresh_node(node_id)
+    def limits(self, cycle: CycleState, row: int) -> dict:
+        """nova's ``limits`` for the compute node chosen at ``row``."""
+        return {}
 
 
 def load_driver(name: str, host_manager) -> Scheduler:
@@ -80,36 +119,3 @@ def load_driver(name: str, host_manager) -> Scheduler:
     if not (isinstance(cls, type) and issubclass(cls, Scheduler)):
         raise exception.ConfigurationError(f"{name} is not a scheduler driver class")
     return cls(host_manager)
-
-
-def populate_retry(filter_properties: dict, instance_uuid: str | None) -> None:
-    """Count this scheduling attempt; NoValidHost past max_attempts.
-
-    nova Havana's rules: no retry bookkeeping when max_attempts is 1 or the
-    request forces hosts or nodes (rescheduling is disabled then).
-    """
-    max_attempts = CONF.scheduler.max_attempts
-    if (max_attempts == 1 or filter_properties.get("force_hosts")
-            or filter_properties.get("force_nodes")):
-        return
-    retry = filter_properties.pop("retry", None) or {}
-    if retry:
-        retry["num_attempts"] = int(retry.get("num_attempts", 1)) + 1
-        retry.setdefault("hosts", [])
-    else:
-        retry = {"num_attempts": 1, "hosts": []}
-    filter_properties["retry"] = retry
-    if retry.get("exc"):
-        LOG.info("Rescheduling instance %s after a failed build on %s: %s",
-                 instance_uuid, retry["hosts"][-1:] or "?", retry["exc"])
-    if retry["num_attempts"] > max_attempts:
-        raise exception.NoValidHost(
-            f"Exceeded max scheduling attempts {max_attempts} for instance "
-            f"{instance_uuid}. Last exception: {retry.get('exc')}"
-        )
-
-
-def add_retry_host(filter_properties: dict, host: str, node: str) -> None:
-    retry = filter_properties.get("retry")
-    if retry is not None:
-        retry.setdefault("hosts", []).append([host, node])

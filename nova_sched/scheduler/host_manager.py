@@ -22,12 +22,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.scheduler.claims import Claim
-from nova_sched.scheduler.host_state import HostState, HostTable
+from nova_sched.scheduler.host_state import NODE_RATIO_COLUMNS, HostState, HostTable
 
 LOG = logging.getLogger(__name__)
 
@@ -164,24 +165,27 @@ class HostManager:
             io_ops = int(io_ops or 0)
         except (TypeError, ValueError):
             io_ops = 0
-        table.upsert(
-            state,
-            {
-                "memory_mb": node["memory_mb"] or 0,
-                "vcpus": node["vcpus"] or 0,
-                "disk_mb": (node["local_gb"] or 0) * 1024,
-                "reserved_memory_mb": node["reserved_host_memory_mb"] or 0,
-                "reserved_disk_mb": node["reserved_host_disk_mb"] or 0,
-                "reserved_cpus": node["reserved_host_cpus"] or 0,
-                "claimed_memory_mb": node["claimed_memory_mb"],
-                "claimed_vcpus": node["claimed_vcpus"],
-                "claimed_disk_mb": node["claimed_disk_mb"],
-                "num_instances": node["claimed_instances"],
-                "num_io_ops": io_ops,
-                "service_updated": _epoch(service["updated_at"]) if service else 0.0,
-                "disabled": bool(service["disabled"]) if service else False,
-            },
-        )
+        values = {
+            "memory_mb": node["memory_mb"] or 0,
+            "vcpus": node["vcpus"] or 0,
+            "disk_mb": (node["local_gb"] or 0) * 1024,
+            "reserved_memory_mb": node["reserved_host_memory_mb"] or 0,
+            "reserved_disk_mb": node["reserved_host_disk_mb"] or 0,
+            "reserved_cpus": node["reserved_host_cpus"] or 0,
+            "claimed_memory_mb": node["claimed_memory_mb"],
+            "claimed_vcpus": node["claimed_vcpus"],
+            "claimed_disk_mb": node["claimed_disk_mb"],
+            "num_instances": node["claimed_instances"],
+            "num_io_ops": io_ops,
+            "service_updated": _epoch(service["updated_at"]) if service else 0.0,
+            "disabled": bool(service["disabled"]) if service else False,
+        }
+        # The node's own ratios (NULL: none, 0.0 in the table);
+        # scheduler.resources decides which ratio applies.
+        for resource in RESOURCES:
+            values[NODE_RATIO_COLUMNS[resource.name]] = float(
+                node.get(resource.ratio_option) or 0.0)
+        table.upsert(state, values)
 
     # -- events from this daemon ------------------------------------------------
     def note_deleted(self, host: str, nodename: str) -> None:

@@ -8,14 +8,23 @@ nova's ``host_passes(host_state, spec)`` API and always see current numbers.
 
 The store is mutated only under its owner's lock (HostManager): reports and
 claims update rows in place; a decision reads them.
+
+Rows are grouped by the set of aggregates their host belongs to
+(``agg_code``, an index into ``aggregate_sets``): anything a host's
+aggregates decide (its zones, an aggregate's ratio or multiplier) is worked
+out once per set rather than once per host.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+import math
+from typing import Any, Callable, Iterable
 
 import numpy as np
+
+from nova_sched.capacity import DISK, RAM, VCPU
+from nova_sched.db.aggregates import AggregateInfo
 
 _INT_COLUMNS = (
     "node_id",
@@ -31,29 +40,27 @@ _INT_COLUMNS = (
     "num_instances",
     "num_io_ops",
     "az_code",
+    "agg_code",
     # Derived from the descriptive fields at upsert, so that weighers over
     # them are column reads too.
     "hypervisor_version",
     "failed_builds",
 )
-_FLOAT_COLUMNS = ("service_updated",)
+# The node's own allocation ratios as it reported them (0: none reported).
+NODE_RATIO_COLUMNS = {RAM.name: "node_ram_ratio", VCPU.name: "node_cpu_ratio",
+                      DISK.name: "node_disk_ratio"}
+_FLOAT_COLUMNS = ("service_updated",) + tuple(NODE_RATIO_COLUMNS.values())
 _BOOL_COLUMNS = ("active", "disabled")
 # Columns HostTable.upsert derives itself rather than taking from values.
-_DERIVED_COLUMNS = ("node_id", "az_code", "hypervisor_version", "failed_builds")
+_DERIVED_COLUMNS = ("node_id", "az_code", "agg_code", "hypervisor_version",
+                    "failed_builds")
 # The columns a caller of upsert supplies.
 VALUE_COLUMNS = tuple(
     c for c in _INT_COLUMNS + _FLOAT_COLUMNS + _BOOL_COLUMNS
     if c not in _DERIVED_COLUMNS)
 
 
-@dataclasses.dataclass(frozen=True)
-class AggregateInfo:
-    """A host aggregate as filters see it."""
-
-    id: int
-    name: str
-    hosts: frozenset[str]
-    metadata: dict[str, str]
+__all__ = ["AggregateInfo", "HostState", "HostTable", "VALUE_COLUMNS"]
 
 
 @dataclasses.dataclass(eq=False)
@@ -82,6 +89,7 @@ class HostState:
     disabled_reason: str | None = None
     _table: "HostTable | None" = dataclasses.field(default=None, repr=False)
     _row: int = -1
+    _derived: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def _col(self, name: str):
         assert self._table is not None, "HostState is not attached to a table"
@@ -120,6 +128,26 @@ class HostState:
             - self._col("claimed_disk_mb")
         )
 
+    # -- the effective ratios (scheduler.resources decides which applies) --
+    @property
+    def ram_allocation_ratio(self) -> float:
+        return self._ratio(RAM)
+
+    @property
+    def cpu_allocation_ratio(self) -> float:
+        return self._ratio(VCPU)
+
+    @property
+    def disk_allocation_ratio(self) -> float:
+        return self._ratio(DISK)
+
+    def _ratio(self, resource) -> float:
+        from nova_sched.scheduler.resources import ResourceView
+
+        assert self._table is not None, "HostState is not attached to a table"
+        rows = np.array([self._row])
+        return float(ResourceView(self._table).ratio(resource, rows)[0])
+
     @property
     def num_instances(self) -> int:
         return int(self._col("num_instances"))
@@ -151,7 +179,28 @@ class HostState:
     @property
     def aggregates(self) -> list[AggregateInfo]:
         assert self._table is not None
-        return self._table.aggregates_by_host.get(self.host, [])
+        return list(self._table.aggregate_sets[int(self._col("agg_code"))])
+
+    def numeric_metrics(self) -> dict[str, float]:
+        """name -> value of the metrics this node reports with a finite number.
+
+        What MetricsFilter checks and MetricsWeigher weighs (nova's
+        metrics list of ``{"name", "value", ...}``), read once per report.
+        """
+        return self.derived("numeric_metrics", _numeric_metrics)
+
+    def derived(self, name: str, compute: Callable[["HostState"], Any]) -> Any:
+        """``compute(self)``, worked out once per report of this node.
+
+        For what filters derive from a report (a parsed address, NUMA
+        cells, PCI pools): a new report brings a new HostState, so the
+        value never outlives the figures it came from.
+        """
+        try:
+            return self._derived[name]
+        except KeyError:
+            value = self._derived[name] = compute(self)
+            return value
 
     @property
     def availability_zones(self) -> frozenset[str]:
@@ -163,12 +212,24 @@ class HostState:
         return f"HostState({self.host!r}, {self.nodename!r})"
 
 
+def _numeric_metrics(host_state: HostState) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for metric in host_state.metrics or ():
+        if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
+            continue
+        value = metric.get("value")
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value)):
+            found[metric["name"]] = float(value)
+    return found
+
+
 class HostTable:
     """Columns of every known compute node, addressed by row number.
 
     Rows are appended and never reused; a deleted node's row is marked
-    inactive. ``compact()`` rebuilds the table without inactive rows on a
-    full resynchronisation.
+    inactive. A full resynchronisation builds a new table, which leaves the
+    inactive rows behind.
     """
 
     def __init__(self, capacity: int = 64):
@@ -190,6 +251,9 @@ class HostTable:
         self.host_rows: dict[str, list[int]] = {}
         self.aggregates: list[AggregateInfo] = []
         self.aggregates_by_host: dict[str, list[AggregateInfo]] = {}
+        # agg_code indexes aggregate_sets; code 0 is "in no aggregate".
+        self.aggregate_sets: list[tuple[AggregateInfo, ...]] = [()]
+        self._agg_codes: dict[tuple[int, ...], int] = {(): 0}
         # az_code indexes az_sets; code 0 is "no zone from aggregates".
         self.az_sets: list[frozenset[str]] = [frozenset()]
         self._az_codes: dict[frozenset[str], int] = {frozenset(): 0}
@@ -243,7 +307,7 @@ class HostTable:
         values["failed_builds"] = min(state.failed_builds, 2**62)
         for name, value in values.items():
             self._arrays[name][row] = value
-        self._arrays["az_code"][row] = self._az_code_for(state.host)
+        self._set_aggregate_codes(state.host, [row])
         return row
 
     def _shared_supported(self, supported: list) -> list:
@@ -265,30 +329,34 @@ class HostTable:
 
     # -- aggregates -------------------------------------------------------
     def set_aggregates(self, aggregates: Iterable[AggregateInfo]) -> None:
-        """Replace every aggregate and recompute each node's zone."""
+        """Replace every aggregate and regroup the nodes by them."""
         self.aggregates = list(aggregates)
         by_host: dict[str, list[AggregateInfo]] = {}
         for agg in self.aggregates:
             for host in agg.hosts:
                 by_host.setdefault(host, []).append(agg)
         self.aggregates_by_host = by_host
+        self.aggregate_sets = [()]
+        self._agg_codes = {(): 0}
         for host, rows in self.host_rows.items():
-            code = self._az_code_for(host)
-            for row in rows:
-                self._arrays["az_code"][row] = code
+            self._set_aggregate_codes(host, rows)
 
-    def _az_code_for(self, host: str) -> int:
-        zones = frozenset(
-            agg.metadata["availability_zone"]
-            for agg in self.aggregates_by_host.get(host, [])
-            if "availability_zone" in agg.metadata
-        )
-        code = self._az_codes.get(zones)
+    def _set_aggregate_codes(self, host: str, rows: list[int]) -> None:
+        aggs = tuple(self.aggregates_by_host.get(host, ()))
+        key = tuple(agg.id for agg in aggs)
+        code = self._agg_codes.get(key)
         if code is None:
-            code = len(self.az_sets)
+            code = self._agg_codes[key] = len(self.aggregate_sets)
+            self.aggregate_sets.append(aggs)
+        zones = frozenset(agg.metadata["availability_zone"] for agg in aggs
+                          if "availability_zone" in agg.metadata)
+        zone_code = self._az_codes.get(zones)
+        if zone_code is None:
+            zone_code = self._az_codes[zones] = len(self.az_sets)
             self.az_sets.append(zones)
-            self._az_codes[zones] = code
-        return code
+        for row in rows:
+            self._arrays["agg_code"][row] = code
+            self._arrays["az_code"][row] = zone_code
 
     def az_codes_matching(self, predicate) -> np.ndarray:
         """Codes of the zone sets for which ``predicate(zone_set)`` holds."""

@@ -48,6 +48,22 @@ def classes_from_paths(paths: list[str], base: type) -> list[type]:
     return found
 
 
+def overrides_first(cls: type, base: type, method: str, other: str) -> bool:
+    """Whether ``cls`` (below ``base``) defines ``method`` nearer than ``other``.
+
+    How a plugin says which of nova's per-host method or the column-wise one
+    it is written with: the most derived definition wins.
+    """
+    for klass in cls.__mro__:
+        if klass is base:
+            return False
+        if method in vars(klass):
+            return True
+        if other in vars(klass):
+            return False
+    return False
+
+
 def subclasses_in_package(package: str, base: type) -> list[type]:
     """Every concrete subclass of ``base`` defined in the package's modules.
 

@@ -1,17 +1,17 @@
 """SchedulerManager: the RPC endpoint of the scheduler topic (version 2.10).
 
-Every method is a story of a few steps, each owned by another module:
-validate the request (request), record it (db.instances, instance_actions),
-decide and claim (the driver), hand it to the compute node (compute.rpcapi),
-tell the world (notifications). Whatever goes wrong with one request is
+An adapter between RPC calls and the modules that do the work: it checks
+the request (``request``), records it (``db.instances`` and the
+``schedule`` event), hands its instances to the scheduling cycle
+(``cycle``, which decides, claims, casts and reports), and turns each
+outcome into what the caller sees: a placement, an ERROR with its fault,
+a reply or a remote exception. Whatever goes wrong with one request is
 recorded against its instances and logged; nothing escapes to take the
 daemon down or to lose the next request.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import datetime as dt
 import logging
 import traceback
@@ -25,8 +25,9 @@ from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.instance_actions import EventReporter
-from nova_sched.scheduler import (claims, compute_report, driver, request,
-                                  server_groups)
+from nova_sched.scheduler import compute_report, driver, request
+from nova_sched.scheduler.claims import DatabaseClaims
+from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
@@ -43,9 +44,11 @@ class SchedulerManager:
                  host_manager: HostManager | None = None):
         self.host = CONF.host
         self.host_manager = host_manager or HostManager()
-        self.driver = driver.load_driver(CONF.scheduler.driver, self.host_manager)
-        self.compute_api = compute_rpcapi.ComputeAPI(transport)
         self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
+        self.cycle = SchedulingCycle(
+            driver.load_driver(CONF.scheduler.driver, self.host_manager),
+            self.host_manager, DatabaseClaims(),
+            compute_rpcapi.ComputeAPI(transport), self.notifier)
         self.parked = ParkedRequests()
 
     # -- run_instance -------------------------------------------------------
@@ -64,21 +67,16 @@ class SchedulerManager:
         except exception.InvalidRequestSpec as err:
             self._reject(context, request_spec, err)
             return
+        boot = BootArgs(admin_password, injected_files, requested_networks,
+                        is_first_time, legacy_bdm_in_spec)
         try:
-            self._run_instance(context, spec, admin_password, injected_files,
-                               requested_networks, is_first_time, legacy_bdm_in_spec)
+            self._run_instance(context, spec, boot)
         except exception.DatabaseUnavailable as err:
             LOG.error("Request %s for instances %s could not reach the database "
                       "(%s); parked until it answers again", context.request_id,
                       spec.instance_uuids, err.message)
-            self.parked.park(ParkedRequest(
-                context, request_spec,
-                {"admin_password": admin_password, "injected_files": injected_files,
-                 "requested_networks": requested_networks,
-                 "is_first_time": is_first_time,
-                 "filter_properties": filter_properties,
-                 "legacy_bdm_in_spec": legacy_bdm_in_spec},
-                spec.instance_uuids))
+            self.parked.park(ParkedRequest(context, request_spec, filter_properties,
+                                           boot, spec.instance_uuids))
         except Exception:
             LOG.exception("Request %s for instances %s failed unexpectedly",
                           context.request_id, spec.instance_uuids)
@@ -87,52 +85,38 @@ class SchedulerManager:
                                 "Unexpected scheduler error; see the scheduler log",
                                 details=traceback.format_exc())
 
-    def _run_instance(self, context, spec, admin_password, injected_files,
-                      requested_networks, is_first_time, legacy_bdm_in_spec):
+    def _run_instance(self, context, spec: request.RequestSpec, boot: BootArgs):
         sizes = {k: getattr(spec, k) for k in
                  ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")}
         db_instances.ensure_instances(spec.instance_uuids, spec.instance_properties,
                                       sizes)
-        spec = server_groups.record_members(spec)
-        if spec.retry and spec.retry.get("exc"):
-            # A compute node gave the instance back: free what it held there.
-            self.driver.release(spec.instance_uuids)
-            for uuid in spec.instance_uuids:
-                db_instances.set_scheduling(uuid)
-
         with EventReporter(context, "schedule", spec.instance_uuids, self.host) as events:
             self.notifier.run_instance_start(context, spec.raw)
-            for index, uuid in enumerate(spec.instance_uuids):
-                fprops = copy.deepcopy(spec.filter_properties)
-                try:
-                    selection = self._schedule_one(spec, uuid, fprops)
-                    self._provision(context, spec, uuid, index, selection, fprops,
-                                    admin_password, injected_files,
-                                    requested_networks, is_first_time,
-                                    legacy_bdm_in_spec)
-                except exception.NoValidHost as err:
-                    LOG.warning("Instance %s: %s", uuid, err.message)
-                    events.fail(uuid, err.message)
-                    self._set_error(context, spec.raw, uuid, err.message)
-                except exception.InvalidRequestSpec as err:
-                    # Found by a filter (a malformed JsonFilter query, an
-                    # unknown PCI alias): the caller's mistake, not ours.
-                    LOG.error("Instance %s: %s", uuid, err.message)
-                    events.fail(uuid, err.message)
-                    self._set_error(context, spec.raw, uuid, err.message, code=400)
-                except exception.DatabaseUnavailable:
-                    raise
-                except Exception as err:
-                    # One instance's failure (say, the cast to its node) must
-                    # not undo the placement of the others.
-                    LOG.exception("Instance %s could not be scheduled", uuid)
-                    self.driver.release([uuid])
-                    db_instances.set_scheduling(uuid)  # clears host and node
-                    reason = f"Scheduler error: {type(err).__name__}: {err}"
-                    events.fail(uuid, traceback.format_exc())
-                    self._set_error(context, spec.raw, uuid, reason,
-                                    details=traceback.format_exc())
+            for outcome in self.cycle.schedule(context, spec, boot):
+                if outcome.error is not None:
+                    self._fail(context, spec, outcome, events)
             self.notifier.run_instance_end(context, spec.raw)
+
+    def _fail(self, context, spec, outcome, events) -> None:
+        """One instance could not be placed: ERROR, fault, event, notification."""
+        uuid, err = outcome.instance_uuid, outcome.error
+        if isinstance(err, exception.NoValidHost):
+            LOG.warning("Instance %s: %s", uuid, err.message)
+            events.fail(uuid, err.message)
+            self._set_error(context, spec.raw, uuid, err.message)
+        elif isinstance(err, exception.InvalidRequestSpec):
+            # Found by a filter (a malformed JsonFilter query, an unknown
+            # PCI alias): the caller's mistake, not ours.
+            LOG.error("Instance %s: %s", uuid, err.message)
+            events.fail(uuid, err.message)
+            self._set_error(context, spec.raw, uuid, err.message, code=400)
+        else:
+            details = "".join(traceback.format_exception(err))
+            LOG.error("Instance %s could not be scheduled: %s", uuid, details)
+            events.fail(uuid, details)
+            self._set_error(context, spec.raw, uuid,
+                            f"Scheduler error: {type(err).__name__}: {err}",
+                            details=details)
 
     def resume_parked(self) -> int:
         """Handle the requests parked during a database outage; how many.
@@ -154,39 +138,12 @@ class SchedulerManager:
                                 num_instances=len(pending))
             LOG.info("Resuming parked request %s for instances %s",
                      item.context.request_id, pending)
-            self.run_instance(item.context, request_spec, **item.kwargs)
+            boot = item.boot
+            self.run_instance(item.context, request_spec, boot.admin_password,
+                              boot.injected_files, boot.requested_networks,
+                              boot.is_first_time, item.filter_properties,
+                              boot.legacy_bdm_in_spec)
         return len(items)
-
-    def _schedule_one(self, spec, uuid, fprops) -> driver.Selection:
-        driver.populate_retry(fprops, uuid)
-        spec_for_instance = _with_filter_properties(spec, fprops)
-        return self.driver.select_one(spec_for_instance, uuid)[0]
-
-    def _provision(self, context, spec, uuid, index, selection, fprops,
-                   admin_password, injected_files, requested_networks,
-                   is_first_time, legacy_bdm_in_spec) -> None:
-        """Record the placement and cast run_instance to the chosen node."""
-        db_instances.set_placement(uuid, selection.host, selection.nodename, index)
-        driver.add_retry_host(fprops, selection.host, selection.nodename)
-        fprops["limits"] = selection.limits
-        request_spec = copy.deepcopy(spec.raw)
-        request_spec.setdefault("instance_properties", {})["launch_index"] = index
-        self.notifier.run_instance_scheduled(context, request_spec, selection.host,
-                                             selection.weight, uuid)
-        instance = dict(spec.instance_properties)
-        instance.update(
-            uuid=uuid, host=selection.host, node=selection.nodename,
-            vm_state="building", task_state="scheduling", launch_index=index,
-            memory_mb=spec.memory_mb, vcpus=spec.vcpus, root_gb=spec.root_gb,
-            ephemeral_gb=spec.ephemeral_gb, swap=spec.swap)
-        self.compute_api.run_instance(
-            context, instance=instance, host=selection.host,
-            request_spec=request_spec, filter_properties=fprops,
-            requested_networks=requested_networks, injected_files=injected_files,
-            admin_password=admin_password, is_first_time=is_first_time,
-            node=selection.nodename, legacy_bdm_in_spec=legacy_bdm_in_spec)
-        LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
-                 selection.host, selection.nodename, selection.weight)
 
     def _reject(self, context, request_spec, err: exception.InvalidRequestSpec):
         """A malformed request: fail every instance it names, visibly."""
@@ -229,24 +186,17 @@ class SchedulerManager:
         reason) when any instance cannot be placed; claims made for the
         earlier instances of the request are then released.
         """
-        spec = server_groups.record_members(request.parse(request_spec,
-                                                          filter_properties))
-        uuids = spec.instance_uuids or [None] * spec.num_instances
+        spec = request.parse(request_spec, filter_properties)
         alternates = CONF.scheduler.max_attempts - 1 if return_alternates else 0
-        placed: list[list[driver.Selection]] = []
-        try:
-            for uuid in uuids:
-                fprops = copy.deepcopy(spec.filter_properties)
-                driver.populate_retry(fprops, uuid)
-                placed.append(self.driver.select_one(
-                    _with_filter_properties(spec, fprops), uuid,
-                    claim=uuid is not None, alternates=alternates))
-        except exception.NoValidHost:
-            self.driver.release([u for u in uuids[:len(placed)] if u])
-            raise
+        placed = []
+        for outcome in self.cycle.schedule(context, spec, alternates=alternates):
+            if outcome.error is not None:
+                self.cycle.release([o.instance_uuid for o in placed if o.instance_uuid])
+                raise outcome.error
+            placed.append(outcome)
         if return_alternates:
-            return [[s.to_dict() for s in sels] for sels in placed]
-        return [sels[0].to_dict() for sels in placed]
+            return [[s.to_dict() for s in o.selections] for o in placed]
+        return [o.selections[0].to_dict() for o in placed]
 
     # -- host state reports -------------------------------------------------
     @messaging.expose
@@ -276,7 +226,7 @@ class SchedulerManager:
     @messaging.expose
     def instance_delete(self, context, instance_uuid):
         """Release an instance's claim."""
-        self.driver.release([instance_uuid])
+        self.cycle.release([instance_uuid])
         db_instances.mark_deleted(instance_uuid)
 
     @messaging.expose
@@ -289,13 +239,14 @@ class SchedulerManager:
         not know are recorded.
         """
         listed = set(instance_uuids or [])
-        held = claims.allocations_on_host(host)
+        claims = self.cycle.claims
+        held = claims.held_on_host(host)
         cutoff = db_api.utcnow() - dt.timedelta(seconds=CONF.scheduler.scheduling_timeout)
         stale = claims.older_than([u for u in held if u not in listed], cutoff)
         if stale:
             LOG.info("Releasing %d claims on %s that it no longer reports", len(stale),
                      host)
-            self.driver.release(stale)
+            self.cycle.release(stale)
         unknown = listed - set(held)
         if unknown:
             db_instances.record_unknown(sorted(unknown), host)
@@ -310,10 +261,4 @@ class SchedulerManager:
         'removed': {filter: [[host, node], ...]}, 'reason': ...}``; nothing
         is claimed or recorded.
         """
-        spec = server_groups.with_policy(request.parse(request_spec,
-                                                       filter_properties))
-        return self.driver.explain(spec)
-
-
-def _with_filter_properties(spec: request.RequestSpec, fprops: dict):
-    return dataclasses.replace(spec, filter_properties=fprops)
+        return self.cycle.explain(request.parse(request_spec, filter_properties))

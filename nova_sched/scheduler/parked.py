@@ -24,9 +24,12 @@ MAX_PARKED = 10000
 
 @dataclasses.dataclass
 class ParkedRequest:
+    """A run_instance cast as it arrived, to be handled again."""
+
     context: Any
     request_spec: Any
-    kwargs: dict
+    filter_properties: Any
+    boot: Any  # cycle.BootArgs
     instance_uuids: list[str]
 
 

@@ -12,11 +12,11 @@ from nova_sched.db import instances as db_instances
 LOG = logging.getLogger(__name__)
 
 
-def recover_stuck_instances(driver) -> list[str]:
+def recover_stuck_instances(cycle) -> list[str]:
     """Put instances stuck in 'scheduling' past the timeout into ERROR.
 
-    Their partial claims are released through ``driver`` so the capacity
-    comes back. Returns the uuids this daemon recovered.
+    Their partial claims are released through the scheduling ``cycle`` so
+    the capacity comes back. Returns the uuids this daemon recovered.
     """
     timeout = CONF.scheduler.scheduling_timeout
     cutoff = db_api.utcnow() - dt.timedelta(seconds=timeout)
@@ -26,7 +26,7 @@ def recover_stuck_instances(driver) -> list[str]:
                    f"after {timeout} seconds (its scheduler stopped or lost its "
                    f"database)")
         if db_instances.fail_if_stuck(uuid, message, cutoff):
-            driver.release([uuid])
+            cycle.release([uuid])
             recovered.append(uuid)
     if recovered:
         LOG.warning("Recovered %d instances stuck in scheduling: %s",

@@ -52,12 +52,6 @@ class RequestSpec:
     force_nodes: list[str]
     ignore_hosts: list[str]
     instance_group: dict | None
-    # Filled in by the scheduler from its own records before filtering
-    # (server_groups.attach): the group's policy, rules and where its
-    # members are.
-    group_policy: str | None = None
-    group_rules: dict = dataclasses.field(default_factory=dict)
-    group_hosts: dict = dataclasses.field(default_factory=dict)
 
     @property
     def disk_mb(self) -> int:

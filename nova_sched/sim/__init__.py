@@ -4,8 +4,8 @@ One process holds the scheduler daemon, a fleet of simulated compute nodes
 and a compute-api client, on the in-memory transport and an in-memory
 SQLite database (``cloud``). The client boots a seeded stream of mixed
 flavors (``flavors``) through ``run_instance`` casts (``boot``); the
-figures come from the database, the driver's timers and the client's and
-fleet's clocks (``report``).
+figures come from the database, the scheduling cycle's timer and the
+client's and fleet's clocks (``report``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
             sim.stop()
         summary = report.summarize(
             hosts=hosts, instances=instances, requests=requests, seed=seed,
-            tracker=tracker, outcome=outcome, driver=sim.driver,
+            tracker=tracker, outcome=outcome, stats=sim.decision_stats,
             startup_s=startup_s, total_s=time.perf_counter() - started,
             window=tracker.window, reschedules=reschedules)
         usage = report.host_usage()

@@ -16,11 +16,8 @@ import threading
 import time
 from typing import Callable
 
-import sqlalchemy as sa
-
 from nova_sched import rpc
-from nova_sched.db import api as db_api
-from nova_sched.db import models
+from nova_sched.db import instances as db_instances
 from nova_sched.sim.flavors import BootRequest
 
 # Instances in flight at once (cast, not yet placed or failed).
@@ -130,19 +127,6 @@ class BootOutcome:
     client_error: BaseException | None
 
 
-def _errored(uuids: list[str]) -> list[str]:
-    """Those of ``uuids`` in vm_state ERROR in the database."""
-    if not uuids:
-        return []
-    with db_api.session_scope() as session:
-        return list(session.execute(
-            sa.select(models.Instance.uuid).where(
-                models.Instance.uuid.in_(uuids),
-                models.Instance.vm_state == "error",
-            )
-        ).scalars())
-
-
 def _client(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
             errors: list) -> None:
     try:
@@ -183,7 +167,7 @@ def boot(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
         now = time.monotonic()
         if now >= next_poll:
             old = tracker.outstanding(time.perf_counter() - _ERROR_POLL_MIN_AGE)
-            failed = _errored(old)
+            failed = db_instances.in_error(old)
             if failed:
                 tracker.note_failed(failed, time.perf_counter())
             next_poll = now + _ERROR_POLL_INTERVAL

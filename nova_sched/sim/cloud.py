@@ -224,9 +224,10 @@ class EmbeddedCloud:
         self._reporter: HeartbeatReporter | None = None
 
     @property
-    def driver(self):
+    def decision_stats(self):
+        """The daemon's timer of decisions (time per instance, claim included)."""
         assert self.service is not None
-        return self.service.manager.driver
+        return self.service.manager.cycle.stats
 
     def start(self) -> None:
         """Database, daemon and fleet listener up; nothing reported yet."""

@@ -9,17 +9,21 @@ The figures:
 - ``placed``: instances whose compute cast reached the fake fleet;
   ``failed``: instances the database shows in ERROR, with their fault
   messages grouped (counts and uuids masked);
-- ``decisions_per_second``: decisions the driver made (one per instance)
-  divided by the boot's wall time, from the first cast to the last
-  instance placed or failed;
-- ``decision_ms``: the driver's own timer, per instance: filter, weigh and
-  the claim's database transaction (``DecisionStats``);
+- ``decisions_per_second``: decisions the scheduling cycle made (one per
+  instance) divided by the boot's wall time, from the first cast to the
+  last instance placed or failed;
+- ``decision_ms``: the scheduling cycle's timer (``DecisionStats``), per
+  instance: filter, weigh and the claim's database transaction;
 - ``request_ms``: from the client's ``run_instance`` cast to the arrival of
   the compute cast at the fake node, per placed instance;
-- utilisation: read from the database's claims (the ``allocations``
-  table), as a share of each node's allocatable capacity, Havana's
-  ``total x allocation_ratio - reserved``: 100% means the scheduler can put
+- utilisation: each node's claims (``db.allocations.usage_by_node``) as a
+  share of its allocatable capacity, ``total x ratio - reserved`` with the
+  ratio the scheduler's resource model gives the node (its own reported
+  ratio, else its aggregates' while the Aggregate*Filter runs, else the
+  option; ``scheduler.resources``): 100% means the scheduler can put
   nothing more of that resource there.
+
+Every figure is read through ``nova_sched.db`` functions.
 """
 
 from __future__ import annotations
@@ -29,16 +33,19 @@ import re
 from typing import Any
 
 import numpy as np
-import sqlalchemy as sa
 
-from nova_sched.conf import CONF
-from nova_sched.db import api as db_api
-from nova_sched.db import models
+from nova_sched import capacity
+from nova_sched.capacity import RESOURCES
+from nova_sched.db import aggregates as db_aggregates
+from nova_sched.db import allocations as db_allocations
+from nova_sched.db import instances as db_instances
+from nova_sched.scheduler import resources
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Counts that differ between otherwise identical NoValidHost reasons.
 _COUNTS = re.compile(r"(?<=/)\d+|(?<=removed )\d+")
-_SQL_CHUNK = 500
+# The unit suffix of each resource's keys in a host_usage entry.
+_UNITS = {"ram": "_mb", "vcpu": "", "disk": "_mb"}
 
 
 def reason_group(message: str) -> str:
@@ -63,66 +70,42 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 def failure_reasons(uuids: list[str]) -> list[dict[str, Any]]:
     """Fault messages of the failed instances, grouped, most common first."""
-    messages: dict[str, str] = {}
-    with db_api.session_scope() as session:
-        for start in range(0, len(uuids), _SQL_CHUNK):
-            chunk = uuids[start:start + _SQL_CHUNK]
-            rows = session.execute(
-                sa.select(models.InstanceFault.instance_uuid,
-                          models.InstanceFault.message)
-                .where(models.InstanceFault.instance_uuid.in_(chunk))
-                .order_by(models.InstanceFault.id)
-            ).all()
-            for uuid, message in rows:
-                messages[uuid] = message  # the latest fault wins
+    messages = db_instances.latest_fault_messages(uuids)
     groups = collections.Counter(reason_group(messages.get(u, "")) for u in uuids)
     return [{"reason": reason, "count": count}
             for reason, count in groups.most_common()]
 
 
 def host_usage() -> list[dict[str, Any]]:
-    """Per node: capacity, allocatable capacity and the sum of its claims."""
-    fs = CONF.filter_scheduler
-    cn, alloc = models.ComputeNode, models.Allocation
-    claims = (
-        sa.select(alloc.compute_node_id.label("node_id"),
-                  sa.func.sum(alloc.memory_mb).label("memory_mb"),
-                  sa.func.sum(alloc.vcpus).label("vcpus"),
-                  sa.func.sum(alloc.disk_mb).label("disk_mb"),
-                  sa.func.count().label("instances"))
-        .group_by(alloc.compute_node_id)
-        .subquery()
-    )
-    with db_api.session_scope() as session:
-        rows = session.execute(
-            sa.select(cn.host, cn.hypervisor_hostname, cn.memory_mb, cn.vcpus,
-                      cn.local_gb, cn.reserved_host_memory_mb, cn.reserved_host_cpus,
-                      cn.reserved_host_disk_mb, claims.c.memory_mb, claims.c.vcpus,
-                      claims.c.disk_mb, claims.c.instances)
-            .outerjoin(claims, claims.c.node_id == cn.id)
-            .where(cn.deleted == sa.false())
-            .order_by(cn.host)
-        ).all()
+    """Per node: its claims and allocatable capacity of each resource.
+
+    Keys: ``host``, ``node``, ``instances``, and per resource
+    ``ram_claimed_mb``/``ram_allocatable_mb``, ``vcpu_claimed``/
+    ``vcpu_allocatable``, ``disk_claimed_mb``/``disk_allocatable_mb``.
+    """
+    by_host: dict[str, list] = collections.defaultdict(list)
+    for agg in db_aggregates.load_for_cache():
+        for host in agg.hosts:
+            by_host[host].append(agg)
     usage = []
-    for (host, node, memory_mb, vcpus, local_gb, res_mem, res_cpus, res_disk,
-         c_mem, c_cpus, c_disk, count) in rows:
-        usage.append({
-            "host": host,
-            "node": node,
-            "instances": int(count or 0),
-            "ram_claimed_mb": int(c_mem or 0),
-            "ram_allocatable_mb": memory_mb * fs.ram_allocation_ratio - (res_mem or 0),
-            "vcpu_claimed": int(c_cpus or 0),
-            "vcpu_allocatable": vcpus * fs.cpu_allocation_ratio - (res_cpus or 0),
-            "disk_claimed_mb": int(c_disk or 0),
-            "disk_allocatable_mb": (local_gb * 1024 * fs.disk_allocation_ratio
-                                    - (res_disk or 0)),
-        })
+    for node in db_allocations.usage_by_node():
+        aggs = by_host.get(node["host"], ())
+        entry: dict[str, Any] = {"host": node["host"], "node": node["node"],
+                                 "instances": node["instances"]}
+        for res in RESOURCES:
+            ratio = resources.effective_ratio(
+                res, node["node_ratio"][res.name] or 0.0,
+                resources.aggregate_ratio(res, aggs))
+            unit = _UNITS[res.name]
+            entry[f"{res.name}_claimed{unit}"] = node["claimed"][res.name]
+            entry[f"{res.name}_allocatable{unit}"] = float(capacity.limit(
+                node["total"][res.name], ratio, node["reserved"][res.name]))
+        usage.append(entry)
     return usage
 
 
 def _shares(usage: list[dict], resource: str) -> np.ndarray:
-    unit = {"ram": "_mb", "vcpu": "", "disk": "_mb"}[resource]
+    unit = _UNITS[resource]
     claimed = np.array([u[f"{resource}_claimed{unit}"] for u in usage], dtype=float)
     allocatable = np.array([u[f"{resource}_allocatable{unit}"] for u in usage],
                            dtype=float)
@@ -131,14 +114,13 @@ def _shares(usage: list[dict], resource: str) -> np.ndarray:
 
 
 def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outcome,
-              driver, startup_s: float, total_s: float, window: int,
+              stats, startup_s: float, total_s: float, window: int,
               reschedules: int) -> dict[str, Any]:
     """The run's figures as one JSON-ready dict."""
     failed = sorted(tracker.failed_at)
     boot_s = max(outcome.last_done - outcome.first_cast, 1e-9)
-    stats = getattr(driver, "stats", None)
-    decisions = stats.count if stats is not None else 0
-    decision_pcts = stats.percentiles_ms(50, 99) if stats is not None else {50: 0, 99: 0}
+    decisions = stats.count
+    decision_pcts = stats.percentiles_ms(50, 99)
     usage = host_usage()
     violations = [
         u["host"] for u in usage
@@ -203,7 +185,7 @@ def format_text(summary: dict[str, Any]) -> str:
         f"  decisions/s         {s['decisions_per_second']:.1f}  ({s['decisions']} "
         f"decisions in {s['elapsed_s']['boot']:.1f} s)",
         f"  decision_ms         p50 {d['p50']:.2f}  p99 {d['p99']:.2f}"
-        "   (inside the driver, per instance)",
+        "   (filter, weigh and claim, per instance)",
         f"  request_ms          p50 {r['p50']:.2f}  p99 {r['p99']:.2f}"
         "   (client cast -> compute cast arrival)",
         "  utilisation          min    mean    max   (claims / allocatable, per host)",

@@ -14,6 +14,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from nova_sched.conf import CONF  # noqa: E402
+from tests.db_backends import scheduler_database  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -21,3 +22,10 @@ def _reset_conf():
     """Undo every CONF.set_override a test made, whatever its outcome."""
     yield
     CONF.reset()
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A fresh, migrated SQLite file database as the process's database."""
+    with scheduler_database(f"sqlite:///{tmp_path}/nova_sched.sqlite") as engine:
+        yield engine

@@ -1,61 +1,86 @@
 """Host filters: the base class, the handler that runs them, the catalogue.
 
-A filter is a small class with one ``host_passes(host_state, spec)``. Built-in
-filters also implement ``filter_all`` over the host table's columns so that a
-decision over many thousand nodes costs a few vector operations; custom
-filters that only implement ``host_passes`` work unchanged.
+There is one way to write a filter, chosen by what it overrides:
+
+* a custom filter overrides ``host_passes(host_state, spec)`` (nova's API);
+  the base class asks it host by host;
+* a built-in filter overrides ``filter_all(cycle, rows)``, which judges all
+  candidate rows at once from the host table's columns and from what its
+  ``prepare(cycle)`` worked out once for the decision.
+
+A subclass that overrides ``host_passes`` is asked host by host even when
+its parent judges column-wise, so overriding nova's method always takes
+effect. ``host_passes`` of a column-wise filter judges a single host with
+the same code, so both spellings always agree.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 import numpy as np
 
 from nova_sched import exception
 from nova_sched.scheduler import loadables
-from nova_sched.scheduler.host_state import HostState, HostTable
+from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.host_state import HostState
 from nova_sched.scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 
 
 class BaseHostFilter:
-    """Base class of host filters: override ``host_passes``."""
+    """Base class of host filters: override ``host_passes`` (or, for
+    column-wise filters, ``prepare`` and ``filter_all``)."""
 
-    # nova's flag for filters whose answer cannot change between the
-    # instances of one request. nova narrows each instance's hosts to the
-    # previous one's survivors, so skipping such filters later is safe
-    # there; here every instance starts from all live hosts, so every filter
-    # runs every time and the flag is informational.
-    run_filter_once_per_request = False
+    # Set per class: whether the handler asks host_passes host by host.
+    per_host = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.per_host = loadables.overrides_first(cls, BaseHostFilter, "host_passes",
+                                                 "filter_all")
 
     @classmethod
     def name(cls) -> str:
         return cls.__name__
 
-    def host_passes(self, host_state: HostState, spec: RequestSpec) -> bool:
-        """True when the host can take the instance."""
-        raise NotImplementedError
+    def prepare(self, cycle: CycleState) -> Any:
+        """Work out, once per decision, what judging a host needs.
 
-    def filter_all(
-        self, table: HostTable, rows: np.ndarray, spec: RequestSpec
-    ) -> np.ndarray:
-        """A boolean mask over ``rows``: which of them pass.
-
-        The default asks ``host_passes`` host by host; built-in filters
-        override it with column arithmetic.
+        Runs before any host is asked and outside the host table's lock, so
+        it may read the database; it may raise InvalidRequestSpec for a
+        request this filter cannot make sense of. The result is
+        ``cycle.prepared(self)``.
         """
-        states = table.states
-        return np.fromiter(
-            (self.host_passes(states[r], spec) for r in rows),
-            dtype=bool,
-            count=len(rows),
-        )
+        return None
 
-    def limits(self, host_state: HostState) -> dict:
-        """Limits this filter enforced, sent to the compute node (nova's)."""
+    def host_passes(self, host_state: HostState, spec: RequestSpec) -> bool:
+        """True when the host can take the instance (nova's API).
+
+        For a column-wise filter: its ``filter_all`` over this one host.
+        """
+        if type(self).filter_all is BaseHostFilter.filter_all:
+            raise NotImplementedError(
+                f"{self.name()} overrides neither host_passes nor filter_all")
+        return bool(CycleState.ask_one(self.filter_all, host_state, spec))
+
+    def filter_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
+        """A boolean mask over ``rows``: which of them pass (column-wise)."""
+        raise NotImplementedError(
+            f"{self.name()} overrides neither host_passes nor filter_all")
+
+    def filter_rows(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
+        """What the handler calls: ``host_passes`` host by host when the
+        class overrides it, else ``filter_all``."""
+        if self.per_host:
+            return cycle.ask_each(self.host_passes, rows, bool)
+        return np.asarray(self.filter_all(cycle, rows), dtype=bool)
+
+    def limits(self, cycle: CycleState, row: int) -> dict:
+        """Limits this filter enforced on ``row``, sent to the compute node."""
         return {}
 
 
@@ -97,23 +122,21 @@ class HostFilterHandler:
         return [self.available[n]() for n in names]
 
     @staticmethod
-    def run(
-        filters: list[BaseHostFilter],
-        table: HostTable,
-        rows: np.ndarray,
-        spec: RequestSpec,
-    ) -> FilterResult:
+    def run(filters: list[BaseHostFilter], cycle: CycleState,
+            rows: np.ndarray) -> FilterResult:
+        """Each filter in order over the rows the previous ones kept."""
         removed: list[tuple[str, np.ndarray]] = []
         considered = len(rows)
         for flt in filters:
             if not len(rows):
                 break
-            mask = np.asarray(flt.filter_all(table, rows, spec), dtype=bool)
+            mask = flt.filter_rows(cycle, rows)
             dropped = rows[~mask]
             removed.append((flt.name(), dropped))
             rows = rows[mask]
             if len(dropped) and LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug("%s removed %d hosts, %d left", flt.name(), len(dropped), len(rows))
+                LOG.debug("%s removed %d hosts, %d left", flt.name(), len(dropped),
+                          len(rows))
         return FilterResult(rows=rows, removed=removed, considered=considered)
 
 

@@ -1,38 +1,45 @@
 """Affinity filters: server groups, instances named in hints, host networks.
 
 ServerGroupAffinityFilter / ServerGroupAntiAffinityFilter follow the
-request's server group. SameHostFilter / DifferentHostFilter follow the
+request's server group (``cycle.group``: its policy, rules and where its
+members are). SameHostFilter / DifferentHostFilter follow the
 ``same_host`` / ``different_host`` hints (an instance uuid or a list of
 them): where those instances are comes from the scheduler's own records
-(claims and placed instances, ``db.instances.hosts_of``), read once per
-instance decision. SimpleCIDRAffinityFilter follows ``build_near_host_ip``
-and ``cidr`` (default ``/24``).
+(claims and placed instances, ``db.allocations.hosts_of``), read once per
+instance decision when the filter prepares, outside the host table's lock.
+SimpleCIDRAffinityFilter follows ``build_near_host_ip`` and ``cidr``
+(default ``/24``).
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import logging
 
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import filters
+from nova_sched.db import allocations as db_allocations
+from nova_sched.scheduler import alike_hosts, filters
 
 LOG = logging.getLogger(__name__)
+
+
+def _on_hosts(table, rows: np.ndarray, hosts) -> np.ndarray:
+    """Which of ``rows`` are nodes of one of ``hosts``."""
+    members = [r for h in hosts for r in table.host_rows.get(h, [])]
+    return np.isin(rows, members)
 
 
 class _GroupFilter(filters.BaseHostFilter):
     policy = ""
 
-    def _applies(self, spec) -> bool:
-        return spec.group_policy == self.policy
-
-    def _hosts_blocked_or_allowed(self, table, rows, spec, hosts) -> np.ndarray:
-        members = [r for h in hosts for r in table.host_rows.get(h, [])]
-        return np.isin(rows, members)
+    def _group(self, cycle):
+        """The request's group when it has this filter's policy, else None."""
+        group = cycle.group
+        if group is None or group.policy != self.policy:
+            return None
+        return group
 
 
 class ServerGroupAffinityFilter(_GroupFilter):
@@ -40,15 +47,11 @@ class ServerGroupAffinityFilter(_GroupFilter):
 
     policy = "affinity"
 
-    def host_passes(self, host_state, spec) -> bool:
-        if not self._applies(spec) or not spec.group_hosts:
-            return True
-        return host_state.host in spec.group_hosts
-
-    def filter_all(self, table, rows, spec):
-        if not self._applies(spec) or not spec.group_hosts:
+    def filter_all(self, cycle, rows):
+        group = self._group(cycle)
+        if group is None or not group.hosts:
             return np.ones(len(rows), dtype=bool)
-        return self._hosts_blocked_or_allowed(table, rows, spec, spec.group_hosts)
+        return _on_hosts(cycle.table, rows, group.hosts)
 
 
 class ServerGroupAntiAffinityFilter(_GroupFilter):
@@ -57,24 +60,13 @@ class ServerGroupAntiAffinityFilter(_GroupFilter):
 
     policy = "anti-affinity"
 
-    @staticmethod
-    def _max_per_host(spec) -> int:
-        try:
-            return max(1, int(spec.group_rules.get("max_server_per_host", 1)))
-        except (TypeError, ValueError):
-            return 1
-
-    def host_passes(self, host_state, spec) -> bool:
-        if not self._applies(spec):
-            return True
-        return spec.group_hosts.get(host_state.host, 0) < self._max_per_host(spec)
-
-    def filter_all(self, table, rows, spec):
-        if not self._applies(spec):
+    def filter_all(self, cycle, rows):
+        group = self._group(cycle)
+        if group is None:
             return np.ones(len(rows), dtype=bool)
-        limit = self._max_per_host(spec)
-        full = [h for h, count in spec.group_hosts.items() if count >= limit]
-        return ~self._hosts_blocked_or_allowed(table, rows, spec, full)
+        limit = group.max_per_host()
+        full = [h for h, count in group.hosts.items() if count >= limit]
+        return ~_on_hosts(cycle.table, rows, full)
 
 
 def _hint(spec, name):
@@ -88,12 +80,7 @@ def _hint(spec, name):
 class _InstanceHostsFilter(filters.BaseHostFilter):
     """Hosts chosen by where the instances a hint names are."""
 
-    # Where the named instances are does not change within a request (nova).
-    run_filter_once_per_request = True
     hint = ""
-
-    def __init__(self):
-        self._memo: tuple = (None, None)
 
     def _uuids(self, spec) -> list[str]:
         value = spec.scheduler_hints.get(self.hint)
@@ -107,38 +94,29 @@ class _InstanceHostsFilter(filters.BaseHostFilter):
             f"scheduler hint {self.hint} must be an instance uuid or a list of "
             f"instance uuids, got {value!r}", instance_uuids=list(spec.instance_uuids))
 
-    def _target_hosts(self, spec) -> frozenset[str] | None:
+    def prepare(self, cycle) -> frozenset[str] | None:
         """Hosts running any of the named instances; None without the hint.
 
-        Read from the database once per spec object, i.e. once per instance
-        decision, however many hosts are asked.
+        Read from the database once per decision, before the host table is
+        locked: claims move between decisions, so nothing is kept longer.
         """
-        memo = self._memo
-        if memo[0] is spec:
-            return memo[1]
-        uuids = self._uuids(spec)
-        hosts = frozenset(db_instances.hosts_of(uuids).values()) if uuids else None
-        self._memo = (spec, hosts)
-        return hosts
+        uuids = self._uuids(cycle.spec)
+        if not uuids:
+            return None
+        return frozenset(db_allocations.hosts_of(uuids).values())
 
-    def _passes(self, on_target: bool) -> bool:
+    def _passes(self, on_target: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
-    def host_passes(self, host_state, spec) -> bool:
-        hosts = self._target_hosts(spec)
-        if hosts is None:
-            return True
-        passes = self._passes(host_state.host in hosts)
-        if not passes:
-            LOG.debug("%s fails %s hint", host_state, self.hint)
-        return passes
-
-    def filter_all(self, table, rows, spec):
-        hosts = self._target_hosts(spec)
+    def filter_all(self, cycle, rows):
+        hosts = cycle.prepared(self)
         if hosts is None:
             return np.ones(len(rows), dtype=bool)
-        target_rows = [r for h in hosts for r in table.host_rows.get(h, [])]
-        return self._passes(np.isin(rows, target_rows))
+        passes = self._passes(_on_hosts(cycle.table, rows, hosts))
+        if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
+            LOG.debug("%d hosts fail the %s hint (instances on %s)",
+                      int((~passes).sum()), self.hint, sorted(hosts))
+        return passes
 
 
 class SameHostFilter(_InstanceHostsFilter):
@@ -156,12 +134,17 @@ class DifferentHostFilter(_InstanceHostsFilter):
     hint = "different_host"
 
     def _passes(self, on_target):
-        return ~on_target if isinstance(on_target, np.ndarray) else not on_target
+        return ~on_target
 
 
-@functools.lru_cache(maxsize=1 << 18)
-def _address(host_ip: str):
-    """A host's parsed address; None when it does not parse."""
+_ADDRESS = "affinity_filter.host_ip_address"
+
+
+def _address(host_state):
+    """A host's parsed ``host_ip``; None when it has none or it does not parse."""
+    host_ip = host_state.host_ip
+    if not host_ip or not isinstance(host_ip, str):
+        return None
     try:
         return ipaddress.ip_address(host_ip.strip())
     except ValueError:
@@ -175,67 +158,38 @@ class SimpleCIDRAffinityFilter(filters.BaseHostFilter):
     address, or one that does not parse, is not near anything.
     """
 
-    # A host's address does not change within a request (nova).
-    run_filter_once_per_request = True
-
-    def __init__(self):
-        self._memo: tuple = (None, None)
-
-    def _network(self, spec):
-        memo = self._memo
-        if memo[0] is spec:
-            return memo[1]
+    def prepare(self, cycle):
+        """The network the hints name; None without ``build_near_host_ip``."""
+        spec = cycle.spec
         near = _hint(spec, "build_near_host_ip")
-        network = None
-        if near:
-            cidr = _hint(spec, "cidr") or "/24"
-            if not isinstance(near, str) or not isinstance(cidr, str):
-                raise exception.InvalidRequestSpec(
-                    "scheduler hints build_near_host_ip and cidr must be strings",
-                    instance_uuids=list(spec.instance_uuids))
-            cidr = cidr.strip()
-            # nova concatenates the two; "24" for "/24" is read as meant.
-            text = near.strip() + (cidr if cidr.startswith("/") else "/" + cidr)
-            try:
-                network = ipaddress.ip_network(text, strict=False)
-            except ValueError as err:
-                raise exception.InvalidRequestSpec(
-                    f"scheduler hints build_near_host_ip={near!r} cidr={cidr!r} "
-                    f"do not make a network: {err}",
-                    instance_uuids=list(spec.instance_uuids)) from None
-        self._memo = (spec, network)
-        return network
+        if not near:
+            return None
+        cidr = _hint(spec, "cidr") or "/24"
+        if not isinstance(near, str) or not isinstance(cidr, str):
+            raise exception.InvalidRequestSpec(
+                "scheduler hints build_near_host_ip and cidr must be strings",
+                instance_uuids=list(spec.instance_uuids))
+        cidr = cidr.strip()
+        # nova concatenates the two; "24" for "/24" is read as meant.
+        text = near.strip() + (cidr if cidr.startswith("/") else "/" + cidr)
+        try:
+            return ipaddress.ip_network(text, strict=False)
+        except ValueError as err:
+            raise exception.InvalidRequestSpec(
+                f"scheduler hints build_near_host_ip={near!r} cidr={cidr!r} "
+                f"do not make a network: {err}",
+                instance_uuids=list(spec.instance_uuids)) from None
 
-    @staticmethod
-    def _near(network, host_ip) -> bool:
-        if not host_ip or not isinstance(host_ip, str):
-            return False
-        address = _address(host_ip)
-        if address is None or address.version != network.version:
-            return False
-        return address in network
-
-    def host_passes(self, host_state, spec) -> bool:
-        network = self._network(spec)
-        if network is None:
-            return True
-        if self._near(network, host_state.host_ip):
-            return True
-        LOG.debug("%s (host_ip %s) is not in %s", host_state, host_state.host_ip,
-                  network)
-        return False
-
-    def filter_all(self, table, rows, spec):
-        network = self._network(spec)
+    def filter_all(self, cycle, rows):
+        network = cycle.prepared(self)
         if network is None:
             return np.ones(len(rows), dtype=bool)
-        states = table.states
-        seen: dict = {}
-        out = np.empty(len(rows), dtype=bool)
-        for i, r in enumerate(rows):
-            ip = states[r].host_ip
-            near = seen.get(ip)
-            if near is None:
-                near = seen[ip] = self._near(network, ip)
-            out[i] = near
-        return out
+        states = cycle.table.states
+
+        def near(row: int) -> bool:
+            address = states[row].derived(_ADDRESS, _address)
+            return (address is not None and address.version == network.version
+                    and address in network)
+
+        # Nodes of one host, or hosts behind one address, share a verdict.
+        return alike_hosts.judge_rows(rows, lambda row: states[row].host_ip, near)

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, filters
-
-LOG = logging.getLogger(__name__)
 
 
 class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
@@ -29,32 +25,24 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     the filter did when it was introduced.
     """
 
-    # The aggregates and the image do not change within a request.
-    run_filter_once_per_request = True
-
-    @staticmethod
-    def _passes(host_state, image_props: dict, prefix: str | None) -> bool:
-        for key, options in aggregate_metadata.metadata(host_state.aggregates).items():
-            if prefix and not key.startswith(prefix):
-                continue
-            prop = image_props.get(key)
-            if prop and str(prop) not in options:
-                LOG.debug("%s fails image aggregate properties: property %s=%r "
-                          "does not match %s", host_state, key, prop, sorted(options))
-                return False
-        return True
-
-    @staticmethod
-    def _prefix() -> str | None:
+    def prepare(self, cycle) -> tuple[dict, str | None]:
+        """The image's properties and the metadata key prefix to compare."""
         fs = CONF.filter_scheduler
         namespace = fs.aggregate_image_properties_isolation_namespace
-        if not namespace:
-            return None
-        return namespace + fs.aggregate_image_properties_isolation_separator
+        prefix = (namespace + fs.aggregate_image_properties_isolation_separator
+                  if namespace else None)
+        return cycle.spec.image_props, prefix
 
-    def host_passes(self, host_state, spec) -> bool:
-        return self._passes(host_state, spec.image_props, self._prefix())
+    def filter_all(self, cycle, rows):
+        image_props, prefix = cycle.prepared(self)
 
-    def filter_all(self, table, rows, spec):
-        props, prefix = spec.image_props, self._prefix()
-        return aggregate_metadata.mask(table, rows, lambda st: self._passes(st, props, prefix))
+        def agrees(aggs) -> bool:
+            for key, options in aggregate_metadata.metadata(aggs).items():
+                if prefix and not key.startswith(prefix):
+                    continue
+                prop = image_props.get(key)
+                if prop and str(prop) not in options:
+                    return False
+            return True
+
+        return aggregate_metadata.mask(cycle.table, rows, agrees)

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
 from nova_sched.scheduler import aggregate_metadata, filters
 from nova_sched.scheduler.filters import extra_specs_ops
-
-LOG = logging.getLogger(__name__)
 
 _SCOPE = "aggregate_instance_extra_specs"
 
@@ -25,49 +21,26 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
     extra specs passes every host.
     """
 
-    # The flavor and the aggregates do not change within a request.
-    run_filter_once_per_request = True
-
-    def __init__(self):
-        # (spec, its extra_specs dict, parsed requirements) of the last request.
-        self._parsed: tuple = (None, None, ())
-
-    def _requirements(self, spec) -> tuple:
-        cached_spec, cached_specs, reqs = self._parsed
-        if cached_spec is spec and cached_specs is spec.extra_specs:
-            return reqs
+    def prepare(self, cycle) -> tuple:
+        """The flavor's requirements: (metadata key, spec, compiled matcher)."""
         parsed = []
-        for key, req in spec.extra_specs.items():
+        for key, req in cycle.spec.extra_specs.items():
             scope = str(key).split(":", 1)
             if len(scope) > 1:
                 if scope[0] != _SCOPE:
                     continue
                 del scope[0]
             parsed.append((scope[0], req, extra_specs_ops.matcher(req)))
-        reqs = tuple(parsed)
-        self._parsed = (spec, spec.extra_specs, reqs)
-        return reqs
+        return tuple(parsed)
 
-    def _satisfies(self, host_state, reqs) -> bool:
-        metadata = aggregate_metadata.metadata(host_state.aggregates)
-        for key, req, check in reqs:
-            values = metadata.get(key)
-            if not values:
-                LOG.debug("%s fails flavor extra spec %s: not in its aggregates",
-                          host_state, key)
-                return False
-            if not any(check(value) for value in values):
-                LOG.debug("%s fails flavor extra spec %s: %s do not match %r",
-                          host_state, key, sorted(values), req)
-                return False
-        return True
-
-    def host_passes(self, host_state, spec) -> bool:
-        reqs = self._requirements(spec)
-        return not reqs or self._satisfies(host_state, reqs)
-
-    def filter_all(self, table, rows, spec):
-        reqs = self._requirements(spec)
+    def filter_all(self, cycle, rows):
+        reqs = cycle.prepared(self)
         if not reqs:
             return np.ones(len(rows), dtype=bool)
-        return aggregate_metadata.mask(table, rows, lambda state: self._satisfies(state, reqs))
+
+        def satisfies(aggs) -> bool:
+            metadata = aggregate_metadata.metadata(aggs)
+            return all(any(check(value) for value in metadata.get(key, ()))
+                       for key, _, check in reqs)
+
+        return aggregate_metadata.mask(cycle.table, rows, satisfies)

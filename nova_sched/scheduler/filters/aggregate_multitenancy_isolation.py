@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import logging
-
 from nova_sched.scheduler import aggregate_metadata, filters
-
-LOG = logging.getLogger(__name__)
 
 _PREFIX = "filter_tenant_id"
 
@@ -22,27 +18,14 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
     with such keys accepts every project.
     """
 
-    # The aggregates and the project do not change within a request.
-    run_filter_once_per_request = True
+    def filter_all(self, cycle, rows):
+        project_id = cycle.spec.project_id
 
-    @staticmethod
-    def _allowed(host_state) -> set[str]:
-        allowed: set[str] = set()
-        for key, values in aggregate_metadata.metadata(host_state.aggregates).items():
-            if key.startswith(_PREFIX):
-                allowed.update(values)
-        return allowed
+        def accepts(aggs) -> bool:
+            allowed: set[str] = set()
+            for key, values in aggregate_metadata.metadata(aggs).items():
+                if key.startswith(_PREFIX):
+                    allowed.update(values)
+            return not allowed or project_id in allowed
 
-    def _passes(self, host_state, project_id) -> bool:
-        allowed = self._allowed(host_state)
-        if allowed and project_id not in allowed:
-            LOG.debug("%s fails tenant id on aggregate", host_state)
-            return False
-        return True
-
-    def host_passes(self, host_state, spec) -> bool:
-        return self._passes(host_state, spec.project_id)
-
-    def filter_all(self, table, rows, spec):
-        project_id = spec.project_id
-        return aggregate_metadata.mask(table, rows, lambda st: self._passes(st, project_id))
+        return aggregate_metadata.mask(cycle.table, rows, accepts)

@@ -10,10 +10,5 @@ from nova_sched.scheduler import filters
 class AllHostsFilter(filters.BaseHostFilter):
     """Pass every host (nova's no-op filter)."""
 
-    run_filter_once_per_request = True
-
-    def host_passes(self, host_state, spec) -> bool:
-        return True
-
-    def filter_all(self, table, rows, spec):
+    def filter_all(self, cycle, rows):
         return np.ones(len(rows), dtype=bool)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import aggregate_metadata, filters
 
 
 class AvailabilityZoneFilter(filters.BaseHostFilter):
@@ -17,22 +17,14 @@ class AvailabilityZoneFilter(filters.BaseHostFilter):
     passes everywhere.
     """
 
-    run_filter_once_per_request = True
-
-    @staticmethod
-    def _in_zone(zones: frozenset[str], wanted: str) -> bool:
-        if zones:
-            return wanted in zones
-        return wanted == CONF.default_availability_zone
-
-    def host_passes(self, host_state, spec) -> bool:
-        if not spec.availability_zone:
-            return True
-        return self._in_zone(host_state.availability_zones, spec.availability_zone)
-
-    def filter_all(self, table, rows, spec):
-        wanted = spec.availability_zone
+    def filter_all(self, cycle, rows):
+        wanted = cycle.spec.availability_zone
         if not wanted:
             return np.ones(len(rows), dtype=bool)
-        codes = table.az_codes_matching(lambda zones: self._in_zone(zones, wanted))
-        return np.isin(table.col("az_code")[rows], codes)
+        default = CONF.default_availability_zone
+
+        def in_zone(aggs) -> bool:
+            zones = aggregate_metadata.values_for_key(aggs, "availability_zone")
+            return wanted in zones if zones else wanted == default
+
+        return aggregate_metadata.mask(cycle.table, rows, in_zone)

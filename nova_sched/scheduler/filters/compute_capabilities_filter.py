@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import alike_hosts, filters
 from nova_sched.scheduler.filters import extra_specs_ops
 
 LOG = logging.getLogger(__name__)
 
 _SCOPE = "capabilities"
 _INVALID_JSON = object()
+_MISSING = object()
+# What a requirement reads of a host whose unscoped key it does not apply to.
+_NOT_APPLICABLE = ("not applicable",)
+# host_state.derived name prefix: a top-level capability's parsed JSON text.
+_PARSED = "compute_capabilities.parsed_json:"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,20 +32,9 @@ class _Requirement:
     # an attribute or stats entry; other hosts ignore it.
     unscoped: bool
     check: Callable[[str], bool] = dataclasses.field(compare=False, repr=False)
-    # Outcome per capability string: hosts of one kind share their values.
-    outcomes: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
-
-    def matches(self, cap) -> bool:
-        text = str(cap)
-        outcome = self.outcomes.get(text)
-        if outcome is None:
-            outcome = self.outcomes[text] = bool(self.check(text))
-        return outcome
 
 
-@functools.lru_cache(maxsize=4096)
-def _load_json(text: str):
-    # Hosts of one model report identical cpu_info strings: parse each once.
+def _parse_json(text: str):
     try:
         return json.loads(text)
     except ValueError:
@@ -49,10 +42,87 @@ def _load_json(text: str):
 
 
 def _attribute(obj, name: str):
-    # Private attributes (the host's table, its row) are not capabilities.
+    # Private attributes (the host's table, its row) and methods are not
+    # capabilities.
     if name.startswith("_"):
         return None
-    return getattr(obj, name, None)
+    value = getattr(obj, name, None)
+    return None if callable(value) else value
+
+
+def _has_attribute(obj, name: str) -> bool:
+    return (not name.startswith("_") and hasattr(obj, name)
+            and not callable(getattr(obj, name)))
+
+
+def _lookup(obj, name: str):
+    """An attribute of ``obj``, else its ``stats`` entry; None if neither."""
+    value = _attribute(obj, name)
+    if value is None:
+        stats = getattr(obj, "stats", None)
+        if not isinstance(stats, dict):
+            return None
+        value = stats.get(name)
+    return value
+
+
+def _capability(host_state, path: tuple[str, ...]):
+    """The value at ``path`` in the host's capabilities, None if absent."""
+    cap = _lookup(host_state, path[0])
+    for depth, name in enumerate(path[1:]):
+        if cap is None:
+            return None
+        if isinstance(cap, str):
+            if depth == 0:
+                # Hosts of one model report one cpu_info text: parse it once
+                # per report, not once per requirement and decision.
+                top = path[0]
+                cap = host_state.derived(
+                    _PARSED + top, lambda hs: _parse_json(_lookup(hs, top)))
+            else:
+                cap = _parse_json(cap)
+            if cap is _INVALID_JSON:
+                return None
+        if isinstance(cap, dict):
+            cap = cap.get(name)
+        else:
+            cap = _lookup(cap, name)
+    return cap
+
+
+def _reading(host_state, requirement: _Requirement) -> Any:
+    """What ``requirement`` reads of the host: the capability as text, None
+    when the host lacks it, _NOT_APPLICABLE for an unscoped key that is the
+    user's own."""
+    if requirement.unscoped:
+        name = requirement.key
+        stats = host_state.stats if isinstance(host_state.stats, dict) else {}
+        if not _has_attribute(host_state, name) and name not in stats:
+            return _NOT_APPLICABLE
+    cap = _capability(host_state, requirement.path)
+    return None if cap is None else str(cap)
+
+
+def _reader(requirement: _Requirement, sample) -> Callable[[Any], Any]:
+    """``_reading`` of one requirement, specialised for speed.
+
+    Every host state has the same attributes, so a key whose first name is
+    none of them (``disk_type``, most extra specs) can only be read from
+    the host's ``stats``: a dict lookup per host instead of the general walk.
+    """
+    first = requirement.path[0]
+    if len(requirement.path) > 1 or _has_attribute(sample, first):
+        return lambda host_state: _reading(host_state, requirement)
+    absent = _NOT_APPLICABLE if requirement.unscoped else None
+
+    def read(host_state):
+        stats = host_state.stats
+        value = stats.get(first, _MISSING) if isinstance(stats, dict) else _MISSING
+        if value is _MISSING:
+            return absent
+        return None if value is None else str(value)
+
+    return read
 
 
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
@@ -72,19 +142,10 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     is the user's own and is ignored.
     """
 
-    # The flavor and the host's capabilities do not change within a request.
-    run_filter_once_per_request = True
-
-    def __init__(self):
-        # (spec, its extra_specs dict, parsed requirements) of the last request.
-        self._parsed: tuple = (None, None, ())
-
-    def _requirements(self, spec) -> tuple[_Requirement, ...]:
-        cached_spec, cached_specs, reqs = self._parsed
-        if cached_spec is spec and cached_specs is spec.extra_specs:
-            return reqs
+    def prepare(self, cycle) -> tuple[_Requirement, ...]:
+        """The extra specs this filter reads, parsed once per decision."""
         parsed = []
-        for key, req in spec.extra_specs.items():
+        for key, req in cycle.spec.extra_specs.items():
             scope = str(key).split(":")
             if len(scope) == 1:
                 path, unscoped = tuple(scope), True
@@ -94,67 +155,39 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
                 continue
             parsed.append(_Requirement(str(key), path, str(req), unscoped,
                                        extra_specs_ops.matcher(req)))
-        reqs = tuple(parsed)
-        self._parsed = (spec, spec.extra_specs, reqs)
-        return reqs
+        return tuple(parsed)
 
     @staticmethod
-    def _capability(host_state, path: tuple[str, ...]):
-        """The value at ``path`` in the host's capabilities, None if absent."""
-        cap = host_state
-        for name in path:
-            if isinstance(cap, str):
-                cap = _load_json(cap)
-                if cap is _INVALID_JSON:
-                    return None
-            if isinstance(cap, dict):
-                cap = cap.get(name)
-            else:
-                value = _attribute(cap, name)
-                if value is None:
-                    stats = getattr(cap, "stats", None)
-                    if not isinstance(stats, dict):
-                        return None
-                    value = stats.get(name)
-                cap = value
+    def _verdict(host_state, reqs, readings) -> bool:
+        for requirement, cap in zip(reqs, readings):
+            if cap is _NOT_APPLICABLE:
+                continue
             if cap is None:
-                return None
-        return cap
-
-    def _satisfies(self, host_state, reqs) -> bool:
-        for requirement in reqs:
-            if requirement.unscoped:
-                name = requirement.key
-                stats = host_state.stats or {}
-                has_it = (
-                    not name.startswith("_") and hasattr(host_state, name)
-                ) or name in stats
-                if not has_it:
-                    continue
-            cap = self._capability(host_state, requirement.path)
-            if cap is None:
-                if LOG.isEnabledFor(logging.DEBUG):
-                    LOG.debug("%s fails: no capability %s", host_state, requirement.key)
+                LOG.debug("%s fails: no capability %s", host_state, requirement.key)
                 return False
-            if not requirement.matches(cap):
-                if LOG.isEnabledFor(logging.DEBUG):
-                    LOG.debug(
-                        "%s fails extra spec %s: %r does not match %r",
-                        host_state, requirement.key, requirement.req, cap,
-                    )
+            if not requirement.check(cap):
+                LOG.debug("%s fails extra spec %s: %r does not match %r",
+                          host_state, requirement.key, requirement.req, cap)
                 return False
         return True
 
-    def host_passes(self, host_state, spec) -> bool:
-        return self._satisfies(host_state, self._requirements(spec))
-
-    def filter_all(self, table, rows, spec):
-        reqs = self._requirements(spec)
-        if not reqs:
+    def filter_all(self, cycle, rows):
+        reqs = cycle.prepared(self)
+        if not reqs or not len(rows):
             return np.ones(len(rows), dtype=bool)
-        states = table.states
-        return np.fromiter(
-            (self._satisfies(states[r], reqs) for r in rows),
-            dtype=bool,
-            count=len(rows),
-        )
+        states = cycle.table.states
+        readers = [_reader(r, states[int(rows[0])]) for r in reqs]
+        if len(readers) == 1:
+            (read,) = readers
+
+            def readings(row: int) -> tuple:
+                return (read(states[row]),)
+        else:
+            def readings(row: int) -> tuple:
+                state = states[row]
+                return tuple(read(state) for read in readers)
+
+        # Hosts that show the requirements the same capabilities agree.
+        return alike_hosts.judge_rows(
+            rows, readings,
+            lambda row: self._verdict(states[row], reqs, readings(row)))

@@ -16,14 +16,7 @@ class ComputeFilter(filters.BaseHostFilter):
     servicegroup driver).
     """
 
-    run_filter_once_per_request = True
-
-    def host_passes(self, host_state, spec) -> bool:
-        if host_state.service_disabled:
-            return False
-        age = time.time() - host_state.service_updated
-        return abs(age) <= CONF.service_down_time
-
-    def filter_all(self, table, rows, spec):
+    def filter_all(self, cycle, rows):
+        table = cycle.table
         age = time.time() - table.col("service_updated")[rows]
         return ~table.col("disabled")[rows] & (abs(age) <= CONF.service_down_time)

@@ -2,62 +2,33 @@
 
 from __future__ import annotations
 
-import logging
-
-from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters
-
-LOG = logging.getLogger(__name__)
+from nova_sched.capacity import DISK
+from nova_sched.scheduler import filters
 
 
 class DiskFilter(filters.BaseHostFilter):
-    """Only hosts with enough disk for root, ephemeral and swap.
+    """Only nodes with enough disk for root, ephemeral and swap.
 
-    Sizes are compared in MB: ``(root_gb + ephemeral_gb) * 1024 + swap``
-    against ``local_gb * 1024 * ratio`` minus what is reserved and claimed.
+    Sizes are in MB: the request's ``(root_gb + ephemeral_gb) * 1024 +
+    swap`` against the node's limit from the resource model
+    (``nova_sched.scheduler.resources``), ``local_gb * 1024 x ratio -
+    reserved``, with the ratio the node reports, else its aggregates'
+    (while AggregateDiskFilter is enabled), else ``disk_allocation_ratio``.
     As in nova, an instance never overcommits against itself: it may not
     need more disk than the node has physically.
     """
 
-    def _ratio(self, host_state=None) -> float:
-        """The host's ratio: ``disk_allocation_ratio``.
+    def filter_all(self, cycle, rows):
+        return cycle.resources.fits(DISK, rows, cycle.spec.disk_mb)
 
-        Variants override this hook; filter_all asks it once per distinct
-        set of aggregates, so it may depend on the host only through them.
-        """
-        return CONF.filter_scheduler.disk_allocation_ratio
-
-    def host_passes(self, host_state, spec) -> bool:
-        total_mb = host_state.total_usable_disk_gb * 1024
-        if spec.disk_mb > total_mb:
-            return False
-        used_mb = total_mb - host_state.free_disk_mb
-        usable = total_mb * self._ratio(host_state) - used_mb
-        if usable < spec.disk_mb:
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug("%s does not have %d MB usable disk, only %s", host_state,
-                          spec.disk_mb, usable)
-            return False
-        return True
-
-    def filter_all(self, table, rows, spec):
-        total = table.col("disk_mb")[rows]
-        used = table.col("reserved_disk_mb")[rows] + table.col("claimed_disk_mb")[rows]
-        physical = (total // 1024) * 1024
-        ratio = aggregate_metadata.per_row(table, rows, self._ratio)
-        return (spec.disk_mb <= physical) & (total * ratio - used >= spec.disk_mb)
-
-    def limits(self, host_state) -> dict:
-        return {"disk_gb": host_state.total_usable_disk_gb * self._ratio(host_state)}
+    def limits(self, cycle, row) -> dict:
+        return cycle.resources.compute_limits(DISK, row)
 
 
 class AggregateDiskFilter(DiskFilter):
-    """DiskFilter with the ratio from the host's aggregates' ``disk_allocation_ratio``.
+    """DiskFilter, and aggregates' ``disk_allocation_ratio`` counts.
 
-    The smallest of the aggregates' values wins; a host in no such
-    aggregate, or with a value that is not a number, uses the option.
+    While it is enabled, the resource model (``scheduler.resources``) takes
+    a node's ratio from its aggregates and judges disk by it everywhere
+    (filters, weighers, limits, claims).
     """
-
-    def _ratio(self, host_state=None) -> float:
-        return aggregate_metadata.host_value(
-            host_state, "disk_allocation_ratio", super()._ratio(), float)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import re
 
 import numpy as np
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import alike_hosts, filters
 
 LOG = logging.getLogger(__name__)
 
@@ -56,7 +55,6 @@ def canonical_vm_mode(value) -> str | None:
     return _canonical(value, _VM_MODE_ALIASES)
 
 
-@functools.lru_cache(maxsize=1024)
 def _canonical_triple(item: tuple) -> tuple:
     arch, hv_type, vm_mode = (tuple(item) + (None, None, None))[:3]
     return (canonical_arch(arch), canonical_hv_type(hv_type), canonical_vm_mode(vm_mode))
@@ -135,8 +133,8 @@ class _ImageRequirement:
     props: tuple  # canonical (arch, hv_type, vm_mode), None where not asked
     version: list | None  # parsed img_hv_requested_version
     invalid_version: str | None = None
-    # Outcomes per supported_instances entry and per hypervisor version:
-    # hosts of one kind share them, so each is worked out once a request.
+    # Outcomes per supported_instances entry and per hypervisor version,
+    # for this decision: hosts of one kind share them.
     entry_outcomes: dict = dataclasses.field(default_factory=dict, compare=False)
     version_outcomes: dict = dataclasses.field(default_factory=dict, compare=False)
 
@@ -187,16 +185,9 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
     a hypervisor version (nova rejects such an image property outright).
     """
 
-    # Image properties and host capabilities do not change within a request.
-    run_filter_once_per_request = True
-
-    def __init__(self):
-        self._parsed: tuple = (None, None, None)
-
-    def _requirement(self, spec) -> _ImageRequirement | None:
-        cached_spec, cached_props, requirement = self._parsed
-        if cached_spec is spec and cached_props is spec.image_props:
-            return requirement
+    def prepare(self, cycle) -> _ImageRequirement | None:
+        """What the image asks of a host; None when it asks nothing."""
+        spec = cycle.spec
         props = spec.image_props or {}
         # nova: an image that names no architecture is taken to need the
         # configured default one, when there is one.
@@ -206,19 +197,17 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
             canonical_hv_type(_image_prop(props, _HV_TYPE)),
             canonical_vm_mode(_image_prop(props, _VM_MODE)),
         )
-        requirement = None
-        if any(wanted):
-            version_text = _image_prop(props, _HV_VERSION)
-            version = invalid = None
-            if version_text not in (None, ""):
-                try:
-                    version = parse_version_predicate(version_text)
-                except InvalidVersionPredicate as err:
-                    LOG.warning("image %s: %s", spec.image_id, err)
-                    invalid = str(version_text)
-            requirement = _ImageRequirement(wanted, version, invalid)
-        self._parsed = (spec, spec.image_props, requirement)
-        return requirement
+        if not any(wanted):
+            return None
+        version_text = _image_prop(props, _HV_VERSION)
+        version = invalid = None
+        if version_text not in (None, ""):
+            try:
+                version = parse_version_predicate(version_text)
+            except InvalidVersionPredicate as err:
+                LOG.warning("image %s: %s", spec.image_id, err)
+                invalid = str(version_text)
+        return _ImageRequirement(wanted, version, invalid)
 
     @staticmethod
     def _supported(host_state, requirement: _ImageRequirement) -> bool:
@@ -232,33 +221,27 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
                 return True
         return False
 
-    def host_passes(self, host_state, spec) -> bool:
-        requirement = self._requirement(spec)
-        if requirement is None:
-            return True
-        passes = self._supported(host_state, requirement)
-        if not passes and LOG.isEnabledFor(logging.DEBUG):
-            LOG.debug(
-                "%s does not support image properties %s (supported_instances "
-                "%s, hypervisor version %s)", host_state, spec.image_props,
-                host_state.supported_instances, host_state.hypervisor_version,
-            )
-        return passes
-
-    def filter_all(self, table, rows, spec):
-        requirement = self._requirement(spec)
+    def filter_all(self, cycle, rows):
+        requirement = cycle.prepared(self)
         if requirement is None:
             return np.ones(len(rows), dtype=bool)
-        states = table.states
-        # Nodes of one kind share one supported_instances list (HostTable
-        # interns it), so each distinct (list, version) is judged once.
-        memo: dict[tuple[int, object], bool] = {}
-        out = np.empty(len(rows), dtype=bool)
-        for i, row in enumerate(rows.tolist()):
+        states = cycle.table.states
+
+        def judge(row: int) -> bool:
             state = states[row]
-            key = (id(state.supported_instances), state.hypervisor_version)
-            verdict = memo.get(key)
-            if verdict is None:
-                verdict = memo[key] = self._supported(state, requirement)
-            out[i] = verdict
-        return out
+            passes = self._supported(state, requirement)
+            if not passes and LOG.isEnabledFor(logging.DEBUG):
+                LOG.debug(
+                    "%s does not support image properties %s (supported_instances "
+                    "%s, hypervisor version %s)", state, cycle.spec.image_props,
+                    state.supported_instances, state.hypervisor_version)
+            return passes
+
+        # Nodes of one kind share one supported_instances list (HostTable
+        # interns it), so each distinct (list, version) is judged once; the
+        # lists live as long as the decision, so their ids stay distinct.
+        def kind(row: int) -> tuple:
+            state = states[row]
+            return id(state.supported_instances), state.hypervisor_version
+
+        return alike_hosts.judge_rows(rows, kind, judge)

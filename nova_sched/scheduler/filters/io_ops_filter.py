@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import logging
-
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters
-
-LOG = logging.getLogger(__name__)
+from nova_sched.scheduler import filters
 
 
 class IoOpsFilter(filters.BaseHostFilter):
@@ -17,25 +13,12 @@ class IoOpsFilter(filters.BaseHostFilter):
     rescue or unshelve task state (the host's ``num_io_ops``).
     """
 
-    def _max_io_ops(self, host_state=None) -> int:
-        """The host's limit: ``max_io_ops_per_host``.
-
-        Variants override this hook; filter_all asks it once per distinct
-        set of aggregates, so it may depend on the host only through them.
-        """
+    def _limit(self, cycle, rows):
+        """The limit of each row (a scalar when it is the same everywhere)."""
         return CONF.filter_scheduler.max_io_ops_per_host
 
-    def host_passes(self, host_state, spec) -> bool:
-        limit = self._max_io_ops(host_state)
-        if host_state.num_io_ops < limit:
-            return True
-        LOG.debug("%s fails I/O ops check: %d operations, max_io_ops_per_host is %s",
-                  host_state, host_state.num_io_ops, limit)
-        return False
-
-    def filter_all(self, table, rows, spec):
-        limit = aggregate_metadata.per_row(table, rows, self._max_io_ops)
-        return table.col("num_io_ops")[rows] < limit
+    def filter_all(self, cycle, rows):
+        return cycle.table.col("num_io_ops")[rows] < self._limit(cycle, rows)
 
 
 class AggregateIoOpsFilter(IoOpsFilter):
@@ -45,6 +28,6 @@ class AggregateIoOpsFilter(IoOpsFilter):
     aggregate, or with a value that is not a whole number, uses the option.
     """
 
-    def _max_io_ops(self, host_state=None) -> int:
-        return aggregate_metadata.host_value(
-            host_state, "max_io_ops_per_host", super()._max_io_ops(), int)
+    def _limit(self, cycle, rows):
+        return cycle.aggregate_number(rows, "max_io_ops_per_host",
+                                      super()._limit(cycle, rows), cast=int)

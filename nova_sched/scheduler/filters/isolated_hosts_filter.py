@@ -28,31 +28,19 @@ class IsolatedHostsFilter(filters.BaseHostFilter):
     restricted and every image otherwise; other hosts take every image.
     """
 
-    # The options and the image do not change within a request.
-    run_filter_once_per_request = True
-
-    @staticmethod
-    def _rule(spec):
-        """(restrict, image_isolated or None when no images are listed)."""
+    def prepare(self, cycle) -> tuple[bool, bool | None]:
+        """(restrict, whether the image is isolated; None when none are listed)."""
         fs = CONF.filter_scheduler
         restrict = fs.restrict_isolated_hosts_to_isolated_images
         if not fs.isolated_images:
             return restrict, None
-        return restrict, spec.image_id in fs.isolated_images
+        return restrict, cycle.spec.image_id in fs.isolated_images
 
-    def host_passes(self, host_state, spec) -> bool:
-        restrict, image_isolated = self._rule(spec)
-        host_isolated = host_state.host in CONF.filter_scheduler.isolated_hosts
-        if image_isolated is None:
-            return not (restrict and host_isolated)
-        if restrict:
-            return host_isolated == image_isolated
-        return host_isolated or not image_isolated
-
-    def filter_all(self, table, rows, spec):
-        restrict, image_isolated = self._rule(spec)
+    def filter_all(self, cycle, rows):
+        restrict, image_isolated = cycle.prepared(self)
+        host_rows = cycle.table.host_rows
         iso_rows = [r for h in set(CONF.filter_scheduler.isolated_hosts)
-                    for r in table.host_rows.get(h, ())]
+                    for r in host_rows.get(h, ())]
         host_isolated = np.isin(rows, iso_rows)
         if image_isolated is None:
             return ~host_isolated if restrict else np.ones(len(rows), dtype=bool)

@@ -29,8 +29,8 @@ something nobody can mean:
 
 * a malformed query (bad JSON, not a list, an unknown operator such as
   ``!=``, an operator that is not a string) fails the request with
-  InvalidRequestSpec naming the problem, checked once per query, before any
-  host is asked; nova raises ``KeyError``/``ValueError`` inside the daemon;
+  InvalidRequestSpec naming the problem, checked once per decision, before
+  any host is asked; nova raises ``KeyError``/``ValueError`` inside the daemon;
 * a comparison of values that cannot be ordered (``["<", "$host", 5]``) is
   false for that host rather than a ``TypeError``;
 * a sub-query's result used as an argument counts with the same any-rule as
@@ -42,7 +42,6 @@ something nobody can mean:
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import operator
@@ -122,6 +121,17 @@ class InvalidQuery(ValueError):
     """What is wrong with a query (becomes InvalidRequestSpec)."""
 
 
+# host_state.derived name prefix: an attribute's JSON text, parsed.
+_PARSED = "json_filter.parsed_json:"
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _MISSING
+
+
 def _lookup(host_state, path: tuple[str, ...]) -> Any:
     name = path[0]
     if not name or name.startswith("_"):
@@ -129,11 +139,13 @@ def _lookup(host_state, path: tuple[str, ...]) -> Any:
     value = getattr(host_state, name, None)
     if value is None or callable(value):
         return _MISSING
-    for key in path[1:]:
+    for depth, key in enumerate(path[1:]):
         if isinstance(value, str) and value[:1] == "{":
-            try:
-                value = json.loads(value)
-            except ValueError:
+            # An attribute's JSON text (cpu_info) is parsed once per report.
+            value = (host_state.derived(_PARSED + name,
+                                        lambda hs: _parse(getattr(hs, name)))
+                     if depth == 0 else _parse(value))
+            if value is _MISSING:
                 return _MISSING
         if not isinstance(value, dict):
             return _MISSING
@@ -192,7 +204,6 @@ def _compile(query: list, depth: int = 0) -> Callable[[Any], Any]:
     return evaluate
 
 
-@functools.lru_cache(maxsize=256)
 def _compile_text(text: str) -> Callable[[Any], bool] | None:
     """The query's host predicate, or None when it passes every host."""
     try:
@@ -238,38 +249,22 @@ def query_text(hint: Any) -> str | None:
 class JsonFilter(filters.BaseHostFilter):
     """Hosts for which the request's ``query`` hint holds."""
 
-    def __init__(self):
-        self._memo: tuple[Any, Any] = (None, None)
-
-    def _predicate(self, spec):
-        """The compiled query for this request (checked once, not per host)."""
-        memo = self._memo
-        if memo[0] is spec:
-            return memo[1]
-        hint = spec.scheduler_hints.get("query")
+    def prepare(self, cycle):
+        """The compiled query (None: every host passes), checked before any
+        host is asked."""
+        spec = cycle.spec
         try:
-            text = query_text(hint)
-            predicate = _compile_text(text) if text is not None else None
+            text = query_text(spec.scheduler_hints.get("query"))
+            return _compile_text(text) if text is not None else None
         except InvalidQuery as err:
             raise exception.InvalidRequestSpec(
                 f"Invalid JsonFilter query: {err}",
                 instance_uuids=list(spec.instance_uuids)) from None
-        self._memo = (spec, predicate)
-        return predicate
 
-    def host_passes(self, host_state, spec) -> bool:
-        predicate = self._predicate(spec)
-        if predicate is None:
-            return True
-        if predicate(host_state):
-            return True
-        LOG.debug("%s fails the JsonFilter query", host_state)
-        return False
-
-    def filter_all(self, table, rows, spec):
-        predicate = self._predicate(spec)
+    def filter_all(self, cycle, rows):
+        predicate = cycle.prepared(self)
         if predicate is None:
             return np.ones(len(rows), dtype=bool)
-        states = table.states
+        states = cycle.table.states
         return np.fromiter((predicate(states[r]) for r in rows), dtype=bool,
                            count=len(rows))

@@ -19,7 +19,9 @@ Compute nodes report ``numa_topology`` as ``{"cells": [{"id": 0, "cpus":
 As in nova's ``_numa_fit_instance_cell`` for unpinned guests, a guest cell
 fits a host cell when it is no bigger than the cell (no overcommit against
 itself) and the cell's usage plus the guest cell stays within ``len(cpus) x
-cpu_allocation_ratio`` CPUs and ``memory_mb x ram_allocation_ratio`` MB. A
+CPU ratio`` CPUs and ``memory_mb x RAM ratio`` MB, the node's effective
+allocation ratios (``scheduler.resources``: its own reported ratio, its
+aggregates' or the option, as for RamFilter and CoreFilter). A
 host passes when the guest's cells fit on distinct host cells (any
 assignment; nova tries permutations, this finds a matching). A request
 without a NUMA topology passes every host; a host without a usable topology
@@ -47,14 +49,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import weakref
 from typing import Any
 
 import numpy as np
 
-from nova_sched import exception
-from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched import capacity, exception
+from nova_sched.capacity import RAM, VCPU
+from nova_sched.scheduler import alike_hosts, filters
 
 LOG = logging.getLogger(__name__)
 
@@ -232,32 +233,27 @@ def host_cells(topology: Any) -> list[HostCell] | None:
     return parsed
 
 
-# HostState -> (its numa_topology object, the figures fit() needs). A node's
-# HostState and topology are replaced on each report, so entries go stale
-# only by being dropped.
-_parsed: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FIGURES = "numa_topology.figures"
 
 
 def _figures(host_state) -> tuple | None:
-    """The host's cells as a hashable tuple (cached per reported topology)."""
-    topology = host_state.numa_topology
-    entry = _parsed.get(host_state)
-    if entry is not None and entry[0] is topology:
-        return entry[1]
-    cells = host_cells(topology)
-    figures = None if cells is None else tuple(
+    """The host's cells as a hashable tuple of what fit() reads; None when
+    the host has no usable topology."""
+    cells = host_cells(host_state.numa_topology)
+    return None if cells is None else tuple(
         (c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
-    _parsed[host_state] = (topology, figures)
-    return figures
 
 
-def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float, ram_ratio: float) -> bool:
+def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float,
+          ram_ratio: float) -> bool:
     # No overcommit of a guest cell against itself (nova).
     if guest.memory_mb > cell.memory_mb or guest.cpus > cell.cpus:
         return False
-    if cell.cpu_usage + guest.cpus > cell.cpus * cpu_ratio:
-        return False
-    return cell.memory_usage + guest.memory_mb <= cell.memory_mb * ram_ratio
+    # A cell reserves nothing: its limit is its size times the node's ratio.
+    return (capacity.fits(cell.cpu_usage, guest.cpus,
+                          capacity.limit(cell.cpus, cpu_ratio, 0))
+            and capacity.fits(cell.memory_usage, guest.memory_mb,
+                              capacity.limit(cell.memory_mb, ram_ratio, 0)))
 
 
 def fit(guests: list[GuestCell], cells: list[HostCell], cpu_ratio: float,
@@ -292,62 +288,41 @@ def fit(guests: list[GuestCell], cells: list[HostCell], cpu_ratio: float,
 class NUMATopologyFilter(filters.BaseHostFilter):
     """Only hosts whose NUMA cells can hold the requested guest cells."""
 
-    def __init__(self):
-        self._memo: tuple = (None, None)
-
-    def _guest(self, spec) -> list[GuestCell] | None:
-        memo = self._memo
-        if memo[0] is spec:
-            return memo[1]
+    def prepare(self, cycle) -> list[GuestCell] | None:
+        """The guest's cells; None when the request has no NUMA topology."""
+        spec = cycle.spec
         try:
-            cells = guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs,
-                                spec.image_props)
+            return guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs,
+                               spec.image_props)
         except ValueError as err:
             raise exception.InvalidRequestSpec(
                 f"NUMA topology request: {err}",
                 instance_uuids=list(spec.instance_uuids)) from None
-        self._memo = (spec, cells)
-        return cells
 
-    @staticmethod
-    def _ratios() -> tuple[float, float]:
-        fs = CONF.filter_scheduler
-        return fs.cpu_allocation_ratio, fs.ram_allocation_ratio
-
-    @staticmethod
-    def _fits_host(guests, figures, ratios) -> bool:
-        if figures is None:
-            return False
-        cells = [HostCell(i, *f) for i, f in enumerate(figures)]
-        return fit(guests, cells, *ratios) is not None
-
-    def host_passes(self, host_state, spec) -> bool:
-        guests = self._guest(spec)
-        if guests is None:
-            return True
-        figures = _figures(host_state)
-        if self._fits_host(guests, figures, self._ratios()):
-            return True
-        if figures is None:
-            LOG.debug("%s has no NUMA topology; the instance asks for %d cells",
-                      host_state, len(guests))
-        else:
-            LOG.debug("%s cannot hold the instance's %d NUMA cells", host_state,
-                      len(guests))
-        return False
-
-    def filter_all(self, table, rows, spec):
-        guests = self._guest(spec)
+    def filter_all(self, cycle, rows):
+        guests = cycle.prepared(self)
         if guests is None:
             return np.ones(len(rows), dtype=bool)
-        ratios = self._ratios()
-        states = table.states
-        outcomes: dict = {}  # hosts with the same cells and usage agree
-        out = np.empty(len(rows), dtype=bool)
-        for i, r in enumerate(rows):
-            figures = _figures(states[r])
-            passes = outcomes.get(figures)
-            if passes is None:
-                passes = outcomes[figures] = self._fits_host(guests, figures, ratios)
-            out[i] = passes
-        return out
+        states = cycle.table.states
+        ratios = dict(zip(rows.tolist(), zip(
+            cycle.resources.ratio(VCPU, rows).tolist(),
+            cycle.resources.ratio(RAM, rows).tolist())))
+
+        def kind(row: int) -> tuple:
+            return states[row].derived(_FIGURES, _figures), ratios[row]
+
+        def judge(row: int) -> bool:
+            figures, (cpu_ratio, ram_ratio) = kind(row)
+            if figures is None:
+                LOG.debug("%s has no NUMA topology; the instance asks for %d cells",
+                          states[row], len(guests))
+                return False
+            cells = [HostCell(i, *f) for i, f in enumerate(figures)]
+            if fit(guests, cells, cpu_ratio, ram_ratio) is not None:
+                return True
+            LOG.debug("%s cannot hold the instance's %d NUMA cells", states[row],
+                      len(guests))
+            return False
+
+        # Hosts with the same cells, usage and ratios agree.
+        return alike_hosts.judge_rows(rows, kind, judge)

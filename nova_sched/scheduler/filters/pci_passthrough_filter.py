@@ -27,17 +27,15 @@ other's pools.
 from __future__ import annotations
 
 import collections
-import functools
 import json
 import logging
-import weakref
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import alike_hosts, filters
 
 LOG = logging.getLogger(__name__)
 
@@ -49,8 +47,7 @@ _NOT_MATCHED = ("name", "numa_policy", "resource_class", "traits", "live_migrata
 _ONLY_IF_REQUESTED = ("type-pf", "vdpa")  # compared lower-cased
 
 
-@functools.lru_cache(maxsize=16)
-def parse_aliases(configured: tuple[str, ...]) -> dict[str, tuple[dict, ...]]:
+def parse_aliases(configured: Iterable[str]) -> dict[str, tuple[dict, ...]]:
     """``[pci] alias`` entries as name -> alternative specs.
 
     Raises ConfigurationError naming the bad entry.
@@ -82,7 +79,8 @@ def parse_aliases(configured: tuple[str, ...]) -> dict[str, tuple[dict, ...]]:
 
 
 def _configured_aliases() -> dict[str, tuple[dict, ...]]:
-    return parse_aliases(tuple(CONF.pci.alias or ()))
+    # Parsed whenever asked (a few entries): nothing outlives a request.
+    return parse_aliases(CONF.pci.alias or ())
 
 
 def parse_requests(extra_specs: dict, uuids=()) -> list[tuple[str, int, tuple[dict, ...]]]:
@@ -247,19 +245,7 @@ def _pools_key(pools: Any) -> Any:
         return None
 
 
-# HostState -> (its pci_stats object, _pools_key of it); HostStates and
-# their pools are replaced on each report.
-_keys: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _key_of(host_state) -> Any:
-    pools = host_state.pci_stats
-    entry = _keys.get(host_state)
-    if entry is not None and entry[0] is pools:
-        return entry[1]
-    key = _pools_key(pools)
-    _keys[host_state] = (pools, key)
-    return key
+_POOLS_KEY = "pci_passthrough.pools_key"
 
 
 class PciPassthroughFilter(filters.BaseHostFilter):
@@ -268,40 +254,30 @@ class PciPassthroughFilter(filters.BaseHostFilter):
     def __init__(self):
         # A bad [pci] alias stops the daemon at start, not a request later.
         _configured_aliases()
-        self._memo: tuple = (None, None)
 
-    def _requests(self, spec):
-        memo = self._memo
-        if memo[0] is spec:
-            return memo[1]
-        requests = parse_requests(spec.extra_specs, spec.instance_uuids)
-        self._memo = (spec, requests)
-        return requests
+    def prepare(self, cycle) -> list[tuple[str, int, tuple[dict, ...]]]:
+        """The flavor's PCI requests, with [pci] alias as configured now."""
+        spec = cycle.spec
+        return parse_requests(spec.extra_specs, spec.instance_uuids)
 
-    def host_passes(self, host_state, spec) -> bool:
-        requests = self._requests(spec)
-        if not requests:
-            return True
-        if pools_satisfy(host_state.pci_stats, requests):
-            return True
-        LOG.debug("%s lacks the PCI devices of %s", host_state,
-                  spec.extra_specs.get(EXTRA_SPEC))
-        return False
-
-    def filter_all(self, table, rows, spec):
-        requests = self._requests(spec)
+    def filter_all(self, cycle, rows):
+        requests = cycle.prepared(self)
         if not requests:
             return np.ones(len(rows), dtype=bool)
-        states = table.states
-        outcomes: dict = {}
-        out = np.empty(len(rows), dtype=bool)
-        for i, r in enumerate(rows):
-            state = states[r]
-            key = _key_of(state)
-            passes = outcomes.get(key) if key is not None else None
-            if passes is None:
-                passes = pools_satisfy(state.pci_stats, requests)
-                if key is not None:
-                    outcomes[key] = passes
-            out[i] = passes
-        return out
+        states = cycle.table.states
+
+        def pools_key(row: int):
+            key = states[row].derived(_POOLS_KEY, lambda hs: _pools_key(hs.pci_stats))
+            # Pools that cannot be keyed are judged host by host.
+            return ("row", row) if key is None else key
+
+        def judge(row: int) -> bool:
+            state = states[row]
+            if pools_satisfy(state.pci_stats, requests):
+                return True
+            LOG.debug("%s lacks the PCI devices of %s", state,
+                      cycle.spec.extra_specs.get(EXTRA_SPEC))
+            return False
+
+        # Hosts reporting the same pools get one answer.
+        return alike_hosts.judge_rows(rows, pools_key, judge)

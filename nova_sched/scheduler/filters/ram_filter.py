@@ -2,60 +2,32 @@
 
 from __future__ import annotations
 
-import logging
-
-from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters
-
-LOG = logging.getLogger(__name__)
+from nova_sched.capacity import RAM
+from nova_sched.scheduler import filters
 
 
 class RamFilter(filters.BaseHostFilter):
-    """Only hosts with enough RAM left under the oversubscription ratio.
+    """Only nodes with enough RAM left under their limit.
 
-    Havana's arithmetic: the limit is ``memory_mb * ratio``; used RAM is
-    everything claimed plus the reservation; the instance must fit in the
-    difference. As in nova, an instance never overcommits against itself:
-    it may not have more RAM than the node has physically.
+    The resource model (``nova_sched.scheduler.resources``) gives each
+    node's limit, ``memory_mb x ratio - reserved``, with the ratio the node
+    reports, else its aggregates' (while AggregateRamFilter is enabled),
+    else ``ram_allocation_ratio``; the instance fits when the claims plus
+    its RAM stay within it. As in nova, an instance never overcommits
+    against itself: it may not have more RAM than the node has physically.
     """
 
-    def _ratio(self, host_state=None) -> float:
-        """The host's ratio: ``ram_allocation_ratio``.
+    def filter_all(self, cycle, rows):
+        return cycle.resources.fits(RAM, rows, cycle.spec.memory_mb)
 
-        Variants override this hook; filter_all asks it once per distinct
-        set of aggregates, so it may depend on the host only through them.
-        """
-        return CONF.filter_scheduler.ram_allocation_ratio
-
-    def host_passes(self, host_state, spec) -> bool:
-        if spec.memory_mb > host_state.total_usable_ram_mb:
-            return False
-        limit = host_state.total_usable_ram_mb * self._ratio(host_state)
-        used = host_state.total_usable_ram_mb - host_state.free_ram_mb
-        if limit - used < spec.memory_mb:
-            if LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug("%s does not have %d MB usable RAM, only %s", host_state,
-                          spec.memory_mb, limit - used)
-            return False
-        return True
-
-    def filter_all(self, table, rows, spec):
-        total = table.col("memory_mb")[rows]
-        used = table.col("reserved_memory_mb")[rows] + table.col("claimed_memory_mb")[rows]
-        ratio = aggregate_metadata.per_row(table, rows, self._ratio)
-        return (spec.memory_mb <= total) & (total * ratio - used >= spec.memory_mb)
-
-    def limits(self, host_state) -> dict:
-        return {"memory_mb": host_state.total_usable_ram_mb * self._ratio(host_state)}
+    def limits(self, cycle, row) -> dict:
+        return cycle.resources.compute_limits(RAM, row)
 
 
 class AggregateRamFilter(RamFilter):
-    """RamFilter with the ratio from the host's aggregates' ``ram_allocation_ratio``.
+    """RamFilter, and aggregates' ``ram_allocation_ratio`` counts.
 
-    The smallest of the aggregates' values wins; a host in no such
-    aggregate, or with a value that is not a number, uses the option.
+    While it is enabled, the resource model (``scheduler.resources``) takes
+    a node's ratio from its aggregates and judges RAM by it everywhere
+    (filters, weighers, limits, claims).
     """
-
-    def _ratio(self, host_state=None) -> float:
-        return aggregate_metadata.host_value(
-            host_state, "ram_allocation_ratio", super()._ratio(), float)

@@ -12,23 +12,32 @@ filter order on ties.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.scheduler import aggregate_metadata, loadables
-from nova_sched.scheduler.host_state import HostState, HostTable
+from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.host_state import HostState
 from nova_sched.scheduler.request import RequestSpec
 
 
 class BaseHostWeigher:
-    """Base class of weighers: override ``_weigh_object``.
+    """Base class of weighers: override ``_weigh_object`` (or, for
+    column-wise weighers, ``weigh_all``).
+
+    As with filters, a custom weigher returns one host's raw number from
+    ``_weigh_object(host_state, spec)``; a built-in returns all candidates'
+    from ``weigh_all(cycle, rows)``; a subclass overriding ``_weigh_object``
+    is asked host by host.
 
     ``multiplier_option`` names the option (in ``multiplier_group``)
     holding the weigher's multiplier; the host aggregates' metadata key
     ``metadata_key`` (by default the option's name) overrides it for their
-    hosts, the smallest value winning, as in nova.
+    hosts, the smallest value winning, as in nova. ``multiplier_sign``
+    flips the result for weighers that measure something bad.
     """
 
     minval: float | None = None
@@ -36,6 +45,14 @@ class BaseHostWeigher:
     multiplier_option: str | None = None
     multiplier_group: str = "filter_scheduler"
     metadata_key: str | None = None
+    multiplier_sign: float = 1.0
+    # Set per class: whether the handler asks _weigh_object host by host.
+    per_host = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.per_host = loadables.overrides_first(cls, BaseHostWeigher, "_weigh_object",
+                                                 "weigh_all")
 
     @classmethod
     def name(cls) -> str:
@@ -52,33 +69,47 @@ class BaseHostWeigher:
         return self.metadata_key or self.multiplier_option
 
     def weight_multiplier(self, host_state: HostState | None = None) -> float:
+        """The multiplier for ``host_state`` (the option without a host)."""
         default = self._configured_multiplier()
         if self.multiplier_option is None:
-            return default
-        return aggregate_metadata.host_value(host_state, self._metadata_key, default)
+            return self.multiplier_sign * default
+        return self.multiplier_sign * aggregate_metadata.host_value(
+            host_state, self._metadata_key, default)
+
+    def prepare(self, cycle: CycleState) -> Any:
+        """Work out, once per decision, what weighing a host needs
+        (``cycle.prepared(self)``); see BaseHostFilter.prepare."""
+        return None
 
     def _weigh_object(self, host_state: HostState, spec: RequestSpec) -> float:
-        raise NotImplementedError
+        """One host's raw weight (nova's API).
 
-    def weigh_all(
-        self, table: HostTable, rows: np.ndarray, spec: RequestSpec
-    ) -> np.ndarray:
-        """Raw weights of ``rows``; built-ins override with column arithmetic."""
-        states = table.states
-        return np.fromiter(
-            (self._weigh_object(states[r], spec) for r in rows),
-            dtype=np.float64,
-            count=len(rows),
-        )
+        For a column-wise weigher: its ``weigh_all`` over this one host.
+        """
+        if type(self).weigh_all is BaseHostWeigher.weigh_all:
+            raise NotImplementedError(
+                f"{self.name()} overrides neither _weigh_object nor weigh_all")
+        return float(CycleState.ask_one(self.weigh_all, host_state, spec))
 
-    def multipliers(self, table: HostTable, rows: np.ndarray) -> np.ndarray | float:
+    def weigh_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
+        """Raw weights of ``rows`` (column-wise)."""
+        raise NotImplementedError(
+            f"{self.name()} overrides neither _weigh_object nor weigh_all")
+
+    def weigh_rows(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
+        """What the handler calls: ``_weigh_object`` host by host when the
+        class overrides it, else ``weigh_all``."""
+        if self.per_host:
+            return cycle.ask_each(self._weigh_object, rows, np.float64)
+        return np.asarray(self.weigh_all(cycle, rows), dtype=np.float64)
+
+    def multipliers(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray | float:
         """The multiplier for each of ``rows`` (a scalar when uniform)."""
-        key = self._metadata_key
-        if key is None or not any(key in agg.metadata for agg in table.aggregates):
+        if self.multiplier_option is None:
             return self.weight_multiplier()
-        # weight_multiplier depends on a host only through its aggregates.
-        return np.asarray(aggregate_metadata.per_row(table, rows, self.weight_multiplier),
-                          dtype=np.float64)
+        return self.multiplier_sign * np.asarray(cycle.aggregate_number(
+            rows, self._metadata_key, self._configured_multiplier()),
+            dtype=np.float64)
 
 
 def normalize(
@@ -139,18 +170,20 @@ class HostWeightHandler:
         return [cls() for cls in seen]
 
     @staticmethod
-    def weigh(
-        weighers: list[BaseHostWeigher],
-        table: HostTable,
-        rows: np.ndarray,
-        spec: RequestSpec,
-    ) -> WeighResult:
+    def weigh(weighers: list[BaseHostWeigher], cycle: CycleState,
+              rows: np.ndarray) -> WeighResult:
+        """Candidates ordered by total weight, best first.
+
+        nova's rule: a single candidate is not weighed at all; it weighs
+        0.0 (and no weigher is asked, so none can fail the request).
+        """
         totals = np.zeros(len(rows), dtype=np.float64)
-        contributions: dict[str, np.ndarray] = {}
-        if len(rows):
+        contributions: dict[str, np.ndarray] = {
+            weigher.name(): totals for weigher in weighers}
+        if len(rows) > 1:
             for weigher in weighers:
-                raw = np.asarray(weigher.weigh_all(table, rows, spec), dtype=np.float64)
-                share = weigher.multipliers(table, rows) * normalize(
+                raw = weigher.weigh_rows(cycle, rows)
+                share = weigher.multipliers(cycle, rows) * normalize(
                     raw, weigher.minval, weigher.maxval
                 )
                 share = np.broadcast_to(share, totals.shape)

@@ -12,22 +12,16 @@ way; 0 disables the weigher.
 
 from __future__ import annotations
 
-from nova_sched.scheduler import aggregate_metadata, weights
+from nova_sched.scheduler import weights
 
 
 class BuildFailureWeigher(weights.BaseHostWeigher):
+    """nova's BuildFailureWeigher: the node's failed builds, weighed negatively."""
+
     multiplier_option = "build_failure_weight_multiplier"
+    # nova negates the option (or the aggregates' smallest value): failures
+    # count against a host while the option stays positive.
+    multiplier_sign = -1.0
 
-    def _configured_multiplier(self) -> float:
-        return -super()._configured_multiplier()
-
-    def weight_multiplier(self, host_state=None) -> float:
-        """The option, or the host's aggregates' smallest value, negated."""
-        return -aggregate_metadata.host_value(
-            host_state, self._metadata_key, -self._configured_multiplier())
-
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.failed_builds
-
-    def weigh_all(self, table, rows, spec):
-        return table.col("failed_builds")[rows]
+    def weigh_all(self, cycle, rows):
+        return cycle.table.col("failed_builds")[rows]

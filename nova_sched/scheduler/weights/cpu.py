@@ -6,20 +6,20 @@ the most free vCPUs; a negative one stacks them.
 
 from __future__ import annotations
 
-from nova_sched.conf import CONF
+from nova_sched.capacity import VCPU
 from nova_sched.scheduler import weights
 
 
 class CPUWeigher(weights.BaseHostWeigher):
+    """nova's CPUWeigher: ``vcpus x ratio - reserved - claimed``.
+
+    The ratio is the node's effective one (``scheduler.resources``), the
+    same the filters and the claim use.
+    """
+
     minval = 0
 
     multiplier_option = "cpu_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        ratio = CONF.filter_scheduler.cpu_allocation_ratio
-        return host_state.vcpus_total * ratio - host_state.vcpus_used
-
-    def weigh_all(self, table, rows, spec):
-        ratio = CONF.filter_scheduler.cpu_allocation_ratio
-        used = table.col("claimed_vcpus")[rows] + table.col("reserved_cpus")[rows]
-        return table.col("vcpus")[rows] * ratio - used
+    def weigh_all(self, cycle, rows):
+        return cycle.resources.free(VCPU, rows)

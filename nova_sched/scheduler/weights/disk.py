@@ -6,20 +6,17 @@ the most free disk; a negative one stacks them.
 
 from __future__ import annotations
 
+from nova_sched.capacity import DISK
 from nova_sched.scheduler import weights
 
 
 class DiskWeigher(weights.BaseHostWeigher):
+    """nova's DiskWeigher: free disk in MB, ``disk_mb - reserved - claimed``."""
+
     minval = 0
 
     multiplier_option = "disk_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.free_disk_mb
-
-    def weigh_all(self, table, rows, spec):
-        return (
-            table.col("disk_mb")[rows]
-            - table.col("reserved_disk_mb")[rows]
-            - table.col("claimed_disk_mb")[rows]
-        )
+    def weigh_all(self, cycle, rows):
+        # nova's free_disk_mb is physical: the allocation ratio does not enter it.
+        return cycle.resources.unclaimed(DISK, rows)

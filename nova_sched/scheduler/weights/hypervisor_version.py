@@ -11,10 +11,10 @@ from nova_sched.scheduler import weights
 
 
 class HypervisorVersionWeigher(weights.BaseHostWeigher):
+    """nova's HypervisorVersionWeigher: the reported ``hypervisor_version``."""
+
     multiplier_option = "hypervisor_version_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.hypervisor_version or 0
-
-    def weigh_all(self, table, rows, spec):
-        return table.col("hypervisor_version")[rows]
+    def weigh_all(self, cycle, rows):
+        # The table holds 0 for a node that reports no version.
+        return cycle.table.col("hypervisor_version")[rows]

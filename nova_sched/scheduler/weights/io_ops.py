@@ -11,12 +11,11 @@ from nova_sched.scheduler import weights
 
 
 class IoOpsWeigher(weights.BaseHostWeigher):
+    """nova's IoOpsWeigher: the node's ``num_io_ops``."""
+
     minval = 0
 
     multiplier_option = "io_ops_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.num_io_ops
-
-    def weigh_all(self, table, rows, spec):
-        return table.col("num_io_ops")[rows]
+    def weigh_all(self, cycle, rows):
+        return cycle.table.col("num_io_ops")[rows]

@@ -19,7 +19,7 @@ malformed entry is a configuration error: the daemon refuses to start.
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import math
 
 import numpy as np
@@ -69,83 +69,62 @@ def parse_weight_setting(setting) -> list[tuple[str, float]]:
     return parsed
 
 
-def reported_metrics(host_state, names=None) -> dict[str, float]:
-    """name -> value of the metrics a host reports with a numeric value
-    (only those in ``names`` when given)."""
-    found: dict[str, float] = {}
-    for metric in host_state.metrics or ():
-        if not isinstance(metric, dict):
-            continue
-        name = metric.get("name")
-        if not isinstance(name, str) or (names is not None and name not in names):
-            continue
-        value = metric.get("value")
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value)):
-            found[name] = float(value)
-    return found
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """The ``[metrics]`` options as one decision reads them."""
+
+    setting: tuple[tuple[str, float], ...]
+    required: bool
+    weight_of_unavailable: float
 
 
 class MetricsWeigher(weights.BaseHostWeigher):
+    """nova's MetricsWeigher: the sum of ``ratio x value`` over weight_setting."""
+
     multiplier_group = "metrics"
     multiplier_option = "weight_multiplier"
     metadata_key = "metrics_weight_multiplier"
 
     def __init__(self):
-        # A bad setting stops the daemon at start-up, not a request later.
-        self._parsed_from: tuple | None = None
-        self._parsed: tuple[tuple[str, float], ...] = ()
-        self._names: frozenset[str] = frozenset()
-        self._setting()
+        # A malformed setting stops the daemon at start-up, not a request later.
+        parse_weight_setting(CONF.metrics.weight_setting)
 
-    def _setting(self) -> tuple[tuple[str, float], ...]:
-        current = tuple(CONF.metrics.weight_setting)
-        if current != self._parsed_from:
-            self._parsed = tuple(parse_weight_setting(current))
-            self._names = frozenset(name for name, _ in self._parsed)
-            self._parsed_from = current
-        return self._parsed
-
-    def _weigh_object(self, host_state, spec) -> float:
-        setting = self._setting()
-        return self._weigh(host_state, setting, self._names,
-                           self.weight_multiplier(host_state), *self._missing())
-
-    def weigh_all(self, table, rows, spec):
-        setting = self._setting()
-        if not setting:
-            return np.zeros(len(rows), dtype=np.float64)
-        names = self._names
-        required, unavailable = self._missing()
-        multipliers = self.multipliers(table, rows)
-        if np.ndim(multipliers) == 0:
-            multipliers = itertools.repeat(float(multipliers))
-        else:
-            multipliers = multipliers.tolist()
-        states = table.states
-        return np.fromiter(
-            (self._weigh(states[r], setting, names, m, required, unavailable)
-             for r, m in zip(rows.tolist(), multipliers)),
-            dtype=np.float64,
-            count=len(rows),
+    def prepare(self, cycle) -> _Prepared:
+        # Read per decision: an override of the options applies to the next one.
+        return _Prepared(
+            setting=tuple(parse_weight_setting(CONF.metrics.weight_setting)),
+            required=CONF.metrics.required,
+            weight_of_unavailable=float(CONF.metrics.weight_of_unavailable),
         )
 
-    @staticmethod
-    def _missing() -> tuple[bool, float]:
-        return CONF.metrics.required, CONF.metrics.weight_of_unavailable
-
-    @staticmethod
-    def _weigh(host_state, setting, names, multiplier: float, required: bool,
-               unavailable: float) -> float:
-        metrics = reported_metrics(host_state, names)
-        value = 0.0
-        for name, ratio in setting:
-            if name in metrics:
-                value += metrics[name] * ratio
-            elif required:
-                raise ComputeHostMetricNotFound(host_state.host, host_state.nodename,
-                                                name)
-            elif ratio * multiplier != 0:
-                # Last among the hosts, unless this metric cannot matter.
-                return unavailable
-        return value
+    def weigh_all(self, cycle, rows):
+        prepared: _Prepared = cycle.prepared(self)
+        setting = prepared.setting
+        if not setting:
+            return np.zeros(len(rows), dtype=np.float64)
+        states = cycle.table.states
+        reported = [states[r].numeric_metrics() for r in rows.tolist()]
+        # values[i, j]: row i's value of the metric of setting entry j; NaN
+        # where the host does not report it (reported values are finite).
+        values = np.array(
+            [[found.get(name, math.nan) for name, _ in setting] for found in reported],
+            dtype=np.float64).reshape(len(rows), len(setting))
+        missing = np.isnan(values)
+        if prepared.required and missing.any():
+            # nova's order: the first candidate lacking a metric, and its
+            # first missing entry of the setting.
+            i, j = np.argwhere(missing)[0]
+            state = states[int(rows[i])]
+            raise ComputeHostMetricNotFound(state.host, state.nodename, setting[j][0])
+        multipliers = np.broadcast_to(
+            np.asarray(self.multipliers(cycle, rows), dtype=np.float64), (len(rows),))
+        weight = np.zeros(len(rows), dtype=np.float64)
+        unavailable = np.zeros(len(rows), dtype=bool)
+        # Column by column, in the setting's order, so each host's sum adds
+        # up in the order nova's loop adds it.
+        for j, (_, ratio) in enumerate(setting):
+            weight += np.where(missing[:, j], 0.0, values[:, j] * ratio)
+            # A missing metric puts the host last, unless it cannot matter
+            # (its ratio or the host's multiplier is 0).
+            unavailable |= missing[:, j] & (ratio * multipliers != 0)
+        return np.where(unavailable, prepared.weight_of_unavailable, weight)

@@ -11,10 +11,9 @@ from nova_sched.scheduler import weights
 
 
 class NumInstancesWeigher(weights.BaseHostWeigher):
+    """nova's NumInstancesWeigher: the node's ``num_instances``."""
+
     multiplier_option = "num_instances_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.num_instances
-
-    def weigh_all(self, table, rows, spec):
-        return table.col("num_instances")[rows]
+    def weigh_all(self, cycle, rows):
+        return cycle.table.col("num_instances")[rows]

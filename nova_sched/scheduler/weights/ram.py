@@ -6,20 +6,17 @@ the most free RAM; a negative one stacks them onto the fullest hosts.
 
 from __future__ import annotations
 
+from nova_sched.capacity import RAM
 from nova_sched.scheduler import weights
 
 
 class RAMWeigher(weights.BaseHostWeigher):
+    """nova's RAMWeigher: free RAM, ``memory_mb - reserved - claimed``."""
+
     minval = 0
 
     multiplier_option = "ram_weight_multiplier"
 
-    def _weigh_object(self, host_state, spec) -> float:
-        return host_state.free_ram_mb
-
-    def weigh_all(self, table, rows, spec):
-        return (
-            table.col("memory_mb")[rows]
-            - table.col("reserved_memory_mb")[rows]
-            - table.col("claimed_memory_mb")[rows]
-        )
+    def weigh_all(self, cycle, rows):
+        # nova's free_ram_mb is physical: the allocation ratio does not enter it.
+        return cycle.resources.unclaimed(RAM, rows)

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import random
 
 import pytest
+import sqlalchemy as sa
 
+from nova_sched.cmd import fake_compute
 from nova_sched.compute import fake
+from nova_sched.conf import CONF
+from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.db import instances as db_instances
+from nova_sched.db import models
+from nova_sched.scheduler import compute_report
+from tests.unit.scheduler.conftest import compute_report as node_report
 
 
 class _Recorder:
@@ -187,3 +198,66 @@ def test_reporter_reports_at_start():
     finally:
         reporter.stop()
     assert {r["host"] for r in api.reports} == {"a", "b"}
+
+
+
+# -- recording outcomes: instance rows only, behind an option ---------------
+
+def _db_modules_imported(path: pathlib.Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {name for name in names if name.startswith("nova_sched.db")}
+
+
+def test_the_fake_compute_reaches_the_scheduler_only_through_rpc():
+    assert _db_modules_imported(pathlib.Path(fake.__file__)) == set()
+    # The process may record instance rows; it never touches claims.
+    assert _db_modules_imported(pathlib.Path(fake_compute.__file__)) == {
+        "nova_sched.db.instances"}
+
+
+def test_outcomes_are_recorded_unless_the_option_is_off(db):
+    assert CONF.fake_compute.record_instance_state is True  # today's behaviour
+    assert isinstance(fake_compute._instance_store(),
+                      fake_compute.DatabaseInstanceStore)
+    CONF.set_override("record_instance_state", False, group="fake_compute")
+    assert fake_compute._instance_store() is None
+
+
+def test_outcomes_are_not_recorded_without_a_database(tmp_path):
+    CONF.set_override("connection", f"sqlite:///{tmp_path}/missing.sqlite",
+                      group="database")
+    assert fake_compute._instance_store() is None
+    CONF.set_override("connection", "sqlite://", group="database")
+    assert fake_compute._instance_store() is None
+
+
+def test_recorded_outcomes_touch_instance_rows_and_never_claims(db):
+    node_id = db_nodes.upsert_report(compute_report.validate(node_report("h1")))
+    db_instances.ensure_instances(["good", "bad"], {})
+    store = fake_compute._instance_store()
+    ok = fake.FakeComputeNode("h1", instance_store=store)
+    broken = fake.FakeComputeNode("h1", fail_rate=1.0, instance_store=store)
+
+    assert ok.build(_instance("good", "h1"), _spec(), {}) == fake.ACTIVE
+    assert broken.build(_instance("bad", "h1"), _spec(), {}) == fake.ERROR
+
+    good, bad = db_instances.get("good"), db_instances.get("bad")
+    assert (good.vm_state, good.task_state, good.host, good.node) == (
+        "active", None, "h1", "h1")
+    assert bad.vm_state == "error"
+    with db_api.session_scope() as session:
+        faults = session.execute(sa.select(models.InstanceFault.message).where(
+            models.InstanceFault.instance_uuid == "bad")).scalars().all()
+        claims = session.execute(
+            sa.select(sa.func.count()).select_from(models.Allocation)).scalar_one()
+        claimed = session.execute(
+            sa.select(models.ComputeNode.claimed_memory_mb,
+                      models.ComputeNode.claimed_instances)
+            .where(models.ComputeNode.id == node_id)).one()
+    assert len(faults) == 1 and "Simulated build failure" in faults[0]
+    assert claims == 0 and tuple(claimed) == (0, 0)

@@ -12,20 +12,8 @@ from typing import Iterator
 import pytest
 import sqlalchemy as sa
 
-from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
-from nova_sched.db import migration
 from tests.db_backends import temporary_database
-
-@pytest.fixture
-def db() -> Iterator[sa.Engine]:
-    """The process's engine on a fresh, migrated in-memory SQLite database."""
-    CONF.set_override("connection", "sqlite://", group="database")
-    engine = db_api.configure("sqlite://")
-    migration.db_sync(engine)
-    yield engine
-    engine.dispose()
-
 
 @pytest.fixture(params=["sqlite", "postgresql", "mysql"])
 def empty_engine(request, tmp_path) -> Iterator[sa.Engine]:

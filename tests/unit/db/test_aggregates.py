@@ -9,7 +9,7 @@ from nova_sched import exception
 from nova_sched.db import aggregates
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from nova_sched.scheduler.host_state import AggregateInfo
+from nova_sched.db.aggregates import AggregateInfo
 
 
 def _by_name() -> dict[str, dict]:

@@ -91,3 +91,27 @@ def test_downgrade_to_base_removes_every_table(tmp_path):
     assert set(sa.inspect(engine).get_table_names()) == {"alembic_version"}
     assert migration.db_version(engine) is None
     engine.dispose()
+
+
+def test_0003_adds_the_node_ratios_to_existing_nodes_and_takes_them_back(tmp_path):
+    engine = db_api.create_engine(f"sqlite:///{tmp_path}/ratios.sqlite")
+    with engine.begin() as conn:
+        command.upgrade(migration._config(conn), "0002")
+        conn.exec_driver_sql(
+            "INSERT INTO compute_nodes (host, hypervisor_hostname, memory_mb) "
+            "VALUES ('h', 'n', 4096)"
+        )
+    migration.db_sync(engine)
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(models.ComputeNode.__table__)).mappings().one()
+    # A node stored before the upgrade sent no ratio: the scheduler decides.
+    assert (row["memory_mb"], row["cpu_allocation_ratio"], row["ram_allocation_ratio"],
+            row["disk_allocation_ratio"]) == (4096, None, None, None)
+
+    with engine.begin() as conn:
+        command.downgrade(migration._config(conn), "0002")
+    columns = {c["name"] for c in sa.inspect(engine).get_columns("compute_nodes")}
+    assert not columns & {"cpu_allocation_ratio", "ram_allocation_ratio",
+                          "disk_allocation_ratio"}
+    assert "numa_topology" in columns
+    engine.dispose()

@@ -9,18 +9,6 @@ import pytest
 from nova_sched import rpc
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
-from nova_sched.db import migration
-
-
-@pytest.fixture
-def db(tmp_path):
-    """A fresh, migrated SQLite file database used by every session."""
-    url = f"sqlite:///{tmp_path}/nova_sched.sqlite"
-    CONF.set_override("connection", url, group="database")
-    engine = db_api.configure(url)
-    migration.db_sync(engine)
-    yield engine
-    engine.dispose()
 
 
 def compute_report(host: str, node: str | None = None, vcpus: int = 8,
@@ -104,6 +92,33 @@ class RecordingNotifier:
         self.events.append(("ERROR", event_type, payload))
 
 
+def place(driver, spec, instance_uuid):
+    """Claim a node for one instance of ``spec`` as select_destinations does.
+
+    Returns the chosen Selection; NoValidHost when nothing fits.
+    """
+    import dataclasses
+
+    from nova_sched.scheduler.claims import DatabaseClaims
+    from nova_sched.scheduler.cycle import SchedulingCycle
+
+    cycle = SchedulingCycle(driver, driver.host_manager, DatabaseClaims(),
+                            compute_api=None, notifier=None)
+    one = dataclasses.replace(spec, instance_uuids=[instance_uuid], num_instances=1)
+    (outcome,) = cycle.schedule(None, one)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.selections[0]
+
+
+def choose(driver, spec):
+    """The node a decision would choose for ``spec``, claiming nothing."""
+    from nova_sched.scheduler.cycle_state import CycleState
+
+    decision = driver.decide(CycleState(spec=spec))
+    return decision.selection(0)
+
+
 @pytest.fixture
 def manager(db):
     """A SchedulerManager over the test database with recording doubles."""
@@ -112,7 +127,7 @@ def manager(db):
     CONF.set_override("transport_url", "fake:")
     transport = rpc.get_transport()
     mgr = SchedulerManager(transport)
-    mgr.compute_api = RecordingComputeAPI()
+    mgr.cycle.compute_api = RecordingComputeAPI()
     mgr.notifier._notifier = RecordingNotifier()
     mgr.host_manager.full_resync()
     yield mgr

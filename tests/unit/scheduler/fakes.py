@@ -6,9 +6,11 @@ import itertools
 import time
 from typing import Any, Iterable
 
+from nova_sched.db.aggregates import AggregateInfo
 from nova_sched.scheduler import request, weights
-from nova_sched.scheduler.host_state import (VALUE_COLUMNS, AggregateInfo, HostState,
-                                             HostTable)
+from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.host_state import VALUE_COLUMNS, HostState, HostTable
+from nova_sched.scheduler.server_groups import GroupContext
 
 # Column values a node dict may carry (anything else describes the node).
 _COLUMNS = VALUE_COLUMNS
@@ -106,11 +108,35 @@ def make_spec(memory_mb: int = 512, vcpus: int = 1, root_gb: int = 1,
     return request.parse(spec, fprops)
 
 
-def passes(flt, table: HostTable, spec) -> list[tuple[str, str]]:
-    """The (host, node) pairs among active rows that ``flt.filter_all`` keeps."""
+def cycle(table: HostTable, spec, group: GroupContext | None = None,
+          instance_uuid: str | None = None) -> CycleState:
+    """A decision's state over ``table`` for ``spec`` (plugins prepare lazily)."""
+    return CycleState(spec=spec, instance_uuid=instance_uuid, group=group,
+                      table=table)
+
+
+def group(policy: str | None, hosts: dict | None = None, rules: dict | None = None,
+          ref: str = "group-1") -> GroupContext:
+    """A server-group context with its members' hosts."""
+    return GroupContext(ref=ref, policy=policy, rules=dict(rules or {}),
+                        hosts=dict(hosts or {}))
+
+
+def passes(flt, table: HostTable, spec, group: GroupContext | None = None
+           ) -> list[tuple[str, str]]:
+    """The (host, node) pairs among active rows that the filter keeps,
+    asked as the scheduler asks it (``filter_rows``)."""
     rows = table.active_rows()
-    mask = flt.filter_all(table, rows, spec)
+    mask = flt.filter_rows(cycle(table, spec, group), rows)
     return [(table.states[r].host, table.states[r].nodename) for r in rows[mask]]
+
+
+def weigh(weigher, table: HostTable, spec, group: GroupContext | None = None,
+          rows=None):
+    """Raw weights of ``rows`` (default: every active row), asked as the
+    scheduler asks them (``weigh_rows``)."""
+    rows = table.active_rows() if rows is None else rows
+    return weigher.weigh_rows(cycle(table, spec, group), rows)
 
 
 class FewestInstancesWeigher(weights.BaseHostWeigher):

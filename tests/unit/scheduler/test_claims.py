@@ -12,13 +12,15 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.db import migration, models
+from nova_sched.db import models
 from nova_sched.scheduler import claims, compute_report, request
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
 from tests import db_backends
-from tests.unit.scheduler.conftest import boot_request
+from tests.unit.scheduler.conftest import boot_request, place
 from tests.unit.scheduler.conftest import compute_report as report
+
+STORE = claims.DatabaseClaims()
 
 
 def _nodes():
@@ -47,21 +49,21 @@ def test_claim_guard_refuses_past_ratio_minus_reserved(db):
     db_nodes.upsert_report(compute_report.validate(
         report("c1", memory_mb=1000, reserved_host_memory_mb=100)))
     node_id = _nodes()["c1"].id
-    claims.claim(claims.Claim("i1", node_id, memory_mb=1400, vcpus=1, disk_mb=0))
+    STORE.claim(claims.Claim("i1", node_id, memory_mb=1400, vcpus=1, disk_mb=0))
     with pytest.raises(exception.ClaimFailed):
-        claims.claim(claims.Claim("i2", node_id, memory_mb=1, vcpus=1, disk_mb=0))
+        STORE.claim(claims.Claim("i2", node_id, memory_mb=1, vcpus=1, disk_mb=0))
     node = _nodes()["c1"]
     assert (node.claimed_memory_mb, node.claimed_instances) == (1400, 1)
-    assert claims.release(["i1"]) == [node_id]
-    assert claims.release(["i1"]) == []  # releasing twice frees once
+    assert STORE.release(["i1"]) == [node_id]
+    assert STORE.release(["i1"]) == []  # releasing twice frees once
     assert _nodes()["c1"].claimed_memory_mb == 0
 
 
 def test_claiming_again_moves_the_instance(db):
     _add_nodes(2)
     ids = {h: n.id for h, n in _nodes().items()}
-    claims.claim(claims.Claim("i1", ids["c0"], 1024, 1, 0))
-    claims.claim(claims.Claim("i1", ids["c1"], 1024, 1, 0))
+    STORE.claim(claims.Claim("i1", ids["c0"], 1024, 1, 0))
+    STORE.claim(claims.Claim("i1", ids["c1"], 1024, 1, 0))
     nodes = _nodes()
     assert nodes["c0"].claimed_memory_mb == 0 and nodes["c1"].claimed_memory_mb == 1024
 
@@ -69,7 +71,7 @@ def test_claiming_again_moves_the_instance(db):
 def test_report_never_overwrites_claims(db):
     _add_nodes(1)
     node_id = _nodes()["c0"].id
-    claims.claim(claims.Claim("i1", node_id, 1024, 2, 2048))
+    STORE.claim(claims.Claim("i1", node_id, 1024, 2, 2048))
     db_nodes.upsert_report(compute_report.validate(
         report("c0", memory_mb=4096, vcpus=64, local_gb=1000, memory_mb_used=9999)))
     node = _nodes()["c0"]
@@ -96,7 +98,7 @@ def _race(per_thread: int, schedulers: int = 2) -> tuple[int, int]:
         for i in range(per_thread):
             spec = request.parse(boot_request(memory_mb=512), {})
             try:
-                driver.select_one(spec, spec.instance_uuids[0])
+                place(driver, spec, spec.instance_uuids[0])
                 placed.append(1)
             except exception.NoValidHost:
                 refused.append(1)
@@ -127,17 +129,11 @@ def test_two_schedulers_race_on_sqlite_file(db):
 
 @pytest.mark.parametrize("kind", ["postgresql", "mysql"])
 def test_two_schedulers_race_on_server_databases(kind):
-    with db_backends.temporary_database(kind) as url:
-        CONF.set_override("connection", url, group="database")
-        engine = db_api.configure(url)
-        try:
-            migration.db_sync(engine)
-            _add_nodes(3)
-            placed, refused = _race(per_thread=20)
-            _check_no_overcommit(24, placed)
-            assert refused == 16
-        finally:
-            engine.dispose()
+    with db_backends.server_scheduler_database(kind):
+        _add_nodes(3)
+        placed, refused = _race(per_thread=20)
+        _check_no_overcommit(24, placed)
+        assert refused == 16
 
 
 def test_stale_cache_loses_claim_and_moves_to_next_host(db):
@@ -148,11 +144,11 @@ def test_stale_cache_loses_claim_and_moves_to_next_host(db):
     hm.full_resync()
     driver = FilterScheduler(hm)
     # Another scheduler fills c0 behind this one's back.
-    claims.claim(claims.Claim(str(uuid.uuid4()), _nodes()["c0"].id, 1024, 1, 0))
+    STORE.claim(claims.Claim(str(uuid.uuid4()), _nodes()["c0"].id, 1024, 1, 0))
     # Weigh c0 first by making the cache think c1 is busier.
     hm.table.columns["claimed_memory_mb"][hm.table.row_of("c1", "c1")] = 512
     hm._last_refresh_mono = float("inf")  # no refresh before the decision
     spec = request.parse(boot_request(memory_mb=512), {})
-    (choice,) = driver.select_one(spec, spec.instance_uuids[0])
+    choice = place(driver, spec, spec.instance_uuids[0])
     assert choice.host == "c1"
     assert _nodes()["c0"].claimed_memory_mb == 1024

@@ -13,7 +13,7 @@ from nova_sched.scheduler import compute_report, driver, request
 from nova_sched.scheduler.chance import ChanceScheduler
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
-from tests.unit.scheduler.conftest import boot_request
+from tests.unit.scheduler.conftest import boot_request, choose, place
 from tests.unit.scheduler.conftest import compute_report as report
 
 
@@ -26,9 +26,8 @@ def _cloud(sizes):
     return hm
 
 
-def _choose(drv, claim=False, **kw):
-    spec = request.parse(boot_request(memory_mb=64, **kw), {})
-    return drv.select_one(spec, spec.instance_uuids[0], claim=claim)[0].host
+def _choose(drv, **kw):
+    return choose(drv, request.parse(boot_request(memory_mb=64, **kw), {})).host
 
 
 def test_host_subset_size_one_always_takes_the_best(db):
@@ -50,11 +49,11 @@ def test_multi_instance_request_sees_its_own_consumption(db):
     CONF.set_override("ram_allocation_ratio", 1.0, group="filter_scheduler")
     drv = FilterScheduler(_cloud({"a": 2048, "b": 1536}))
     spec = request.parse(boot_request(memory_mb=1024, count=3), {})
-    hosts = [drv.select_one(spec, u)[0].host for u in spec.instance_uuids]
+    hosts = [place(drv, spec, u).host for u in spec.instance_uuids]
     # a (2048 free) then b (1536 > 1024 left on a) then a.
     assert hosts == ["a", "b", "a"]
     with pytest.raises(exception.NoValidHost):
-        drv.select_one(request.parse(boot_request(memory_mb=1024), {}), "x")
+        place(drv, request.parse(boot_request(memory_mb=1024), {}), "x")
 
 
 def test_chance_scheduler_spreads_randomly_over_live_hosts(db):

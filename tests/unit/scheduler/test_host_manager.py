@@ -42,7 +42,7 @@ def test_refresh_reads_only_rows_changed_since_last_look(db, monkeypatch):
     hm.full_resync()
     node_id = hm.table.state(hm.table.row_of("c3", "c3")).node_id
     # Another daemon claims on c3 a moment later.
-    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
 
     seen = []
     real = db_nodes.load_changed
@@ -80,7 +80,7 @@ def test_refresh_is_rate_limited_unless_forced(db):
     hm = HostManager()
     hm.full_resync()
     node_id = hm.table.state(hm.table.row_of("c1", "c1")).node_id
-    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
     hm.refresh()  # right after the full load: skipped
     assert _free_ram(hm, "c1") == 8192
     hm.refresh(force=True)
@@ -91,7 +91,7 @@ def test_a_stored_report_applies_at_once_and_keeps_claims(db):
     node_id = _store("c1")
     hm = HostManager()
     hm.full_resync()
-    claims.claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
     _store("c1", memory_mb=16384)
     hm._last_refresh_mono = float("inf")  # no incremental refresh would run
     hm.refresh_node(node_id)
@@ -110,3 +110,24 @@ def test_aggregate_changes_reach_the_cache(db):
     aggregates.add_host("rack1", "c1")
     hm.refresh(force=True)
     assert hm.table.state(0).availability_zones == frozenset({"az1"})
+
+
+def test_node_ratios_reach_the_table_and_none_is_zero(db):
+    node_id = _store("c1", cpu_allocation_ratio=4.0, ram_allocation_ratio=1.25)
+    _store("c2")
+    hm = HostManager()
+    hm.full_resync()
+    c1, c2 = hm.table.row_of("c1", "c1"), hm.table.row_of("c2", "c2")
+    cols = hm.table.columns
+    assert (cols["node_cpu_ratio"][c1], cols["node_ram_ratio"][c1],
+            cols["node_disk_ratio"][c1]) == (4.0, 1.25, 0.0)
+    assert (cols["node_cpu_ratio"][c2], cols["node_ram_ratio"][c2],
+            cols["node_disk_ratio"][c2]) == (0.0, 0.0, 0.0)
+    # The resource model reads them: the node's own ratio wins.
+    assert hm.table.state(c1).cpu_allocation_ratio == 4.0
+
+    # A later report without ratios gives the decision back to the options.
+    _store("c1", disk_allocation_ratio=2.0)
+    hm.refresh_node(node_id)
+    assert (cols["node_cpu_ratio"][c1], cols["node_ram_ratio"][c1],
+            cols["node_disk_ratio"][c1]) == (0.0, 0.0, 2.0)

@@ -46,7 +46,7 @@ def test_run_instance_places_claims_casts_and_records(manager, ctxt):
     spec = boot_request(memory_mb=1024, count=2)
     _run(manager, ctxt, spec)
 
-    casts = manager.compute_api.casts
+    casts = manager.cycle.compute_api.casts
     # The first goes to the most free RAM; the second sees the first's claim
     # and its build counted as an I/O operation (IoOpsWeigher), so spreads.
     assert [c["host"] for c in casts] == ["c2", "c1"]
@@ -91,7 +91,7 @@ def test_no_valid_host_sets_error_fault_event_and_notification(manager, ctxt):
     assert errors[0][1] == "scheduler.run_instance"
     assert payload["state"] == "error" and payload["method"] == "run_instance"
     assert payload["instance_id"] == uuid and "RamFilter" in payload["reason"]
-    assert manager.compute_api.casts == []
+    assert manager.cycle.compute_api.casts == []
 
 
 def test_partial_success_keeps_earlier_instances(manager, ctxt):
@@ -101,7 +101,7 @@ def test_partial_success_keeps_earlier_instances(manager, ctxt):
     _run(manager, ctxt, spec)
     states = [_instance(u).vm_state for u in spec["instance_uuids"]]
     assert states == ["building", "building", "error"]
-    assert len(manager.compute_api.casts) == 2
+    assert len(manager.cycle.compute_api.casts) == 2
     assert _claimed("c1") == 2048
 
 
@@ -148,14 +148,14 @@ def test_retry_releases_failed_claim_and_avoids_failed_node(manager, ctxt):
     manager.compute_node_update(ctxt, compute_report("small", memory_mb=4096))
     spec = boot_request(memory_mb=1024)
     _run(manager, ctxt, spec)
-    cast = manager.compute_api.casts[-1]
+    cast = manager.cycle.compute_api.casts[-1]
     assert cast["host"] == "big" and _claimed("big") == 1024
 
     # The compute node gives the instance back, as nova's _reschedule does.
     fprops = copy.deepcopy(cast["filter_properties"])
     fprops["retry"]["exc"] = "BuildAbortException: disk on fire"
     _run(manager, ctxt, cast["request_spec"], fprops)
-    retry_cast = manager.compute_api.casts[-1]
+    retry_cast = manager.cycle.compute_api.casts[-1]
     assert retry_cast["host"] == "small"
     assert retry_cast["filter_properties"]["retry"]["num_attempts"] == 2
     assert retry_cast["filter_properties"]["retry"]["hosts"] == [
@@ -177,7 +177,7 @@ def test_retry_past_max_attempts_goes_to_error(manager, ctxt):
     assert _instance(uuid).vm_state == "error"
     (fault,) = _faults(uuid)
     assert "Exceeded max scheduling attempts 2" in fault
-    assert manager.compute_api.casts == []
+    assert manager.cycle.compute_api.casts == []
 
 
 def test_force_hosts_skips_filters_and_disables_retry(manager, ctxt):
@@ -185,7 +185,7 @@ def test_force_hosts_skips_filters_and_disables_retry(manager, ctxt):
     manager.compute_node_update(ctxt, compute_report("c2", memory_mb=4096))
     spec = boot_request()
     _run(manager, ctxt, spec, {"force_hosts": ["C2"]})
-    cast = manager.compute_api.casts[-1]
+    cast = manager.cycle.compute_api.casts[-1]
     assert cast["host"] == "c2"
     assert "retry" not in cast["filter_properties"]
 
@@ -196,7 +196,7 @@ def test_ignore_hosts_removes_every_node_of_the_host(manager, ctxt):
     manager.compute_node_update(ctxt, compute_report("c2", memory_mb=2048))
     spec = boot_request()
     _run(manager, ctxt, spec, {"ignore_hosts": ["ironic"]})
-    assert manager.compute_api.casts[-1]["host"] == "c2"
+    assert manager.cycle.compute_api.casts[-1]["host"] == "c2"
 
 
 def test_compute_report_with_nonsense_is_rejected_and_node_unchanged(manager, ctxt,
@@ -213,7 +213,7 @@ def test_compute_report_with_nonsense_is_rejected_and_node_unchanged(manager, ct
     assert node.memory_mb == 4096 and node.vcpus == 8
     spec = boot_request(memory_mb=4096)
     _run(manager, ctxt, spec)
-    assert manager.compute_api.casts[-1]["host"] == "c1"
+    assert manager.cycle.compute_api.casts[-1]["host"] == "c1"
 
 
 def test_compute_node_delete_stops_placement(manager, ctxt):
@@ -273,6 +273,18 @@ def test_explain_claims_nothing(manager, ctxt):
     assert _claimed("c2") == 0
 
 
+def test_a_single_survivor_is_not_weighed_as_in_nova(manager, ctxt):
+    manager.compute_node_update(ctxt, compute_report("c1", memory_mb=1024))
+    manager.compute_node_update(ctxt, compute_report("c2", memory_mb=8192))
+    (alone,) = manager.explain(ctxt, boot_request(memory_mb=2048), {})["hosts"]
+    assert alone["weight"] == 0.0
+    assert set(alone["weights"].values()) == {0.0}
+    # Two survivors are weighed: the one with more free RAM scores.
+    best, other = manager.explain(ctxt, boot_request(memory_mb=512), {})["hosts"]
+    assert best["host"] == "c2" and best["weight"] > other["weight"]
+    assert best["weights"]["RAMWeigher"] == 1.0
+
+
 def test_sync_instance_info_releases_old_unlisted_claims(manager, ctxt):
     CONF.set_override("scheduling_timeout", 1, group="scheduler")
     manager.compute_node_update(ctxt, compute_report("c1"))
@@ -293,7 +305,7 @@ def test_server_group_anti_affinity_spreads_one_request(manager, ctxt):
     spec = boot_request(count=3)
     spec["instance_group"] = {"uuid": "g1", "name": "web", "policy": "anti-affinity"}
     _run(manager, ctxt, spec)
-    assert sorted(c["host"] for c in manager.compute_api.casts) == ["c1", "c2", "c3"]
+    assert sorted(c["host"] for c in manager.cycle.compute_api.casts) == ["c1", "c2", "c3"]
     more = boot_request()
     more["instance_group"] = {"uuid": "g1", "policy": "anti-affinity"}
     _run(manager, ctxt, more)
@@ -307,7 +319,7 @@ def test_server_group_affinity_packs(manager, ctxt):
     spec = boot_request(count=3)
     spec["instance_group"] = {"uuid": "g2", "policy": "affinity"}
     _run(manager, ctxt, spec)
-    assert len({c["host"] for c in manager.compute_api.casts}) == 1
+    assert len({c["host"] for c in manager.cycle.compute_api.casts}) == 1
 
 
 def test_failed_cast_fails_only_that_instance_and_frees_its_claim(manager, ctxt):
@@ -318,9 +330,9 @@ def test_failed_cast_fails_only_that_instance_and_frees_its_claim(manager, ctxt)
         calls.append(kwargs["instance"]["uuid"])
         if len(calls) == 2:
             raise ConnectionError("broker went away")
-        manager.compute_api.casts.append(kwargs)
+        manager.cycle.compute_api.casts.append(kwargs)
 
-    manager.compute_api.run_instance = flaky_cast
+    manager.cycle.compute_api.run_instance = flaky_cast
     spec = boot_request(memory_mb=1000, count=3)
     _run(manager, ctxt, spec)
     first, second, third = spec["instance_uuids"]
@@ -338,7 +350,7 @@ def test_explain_sees_a_known_groups_policy_without_recording(manager, ctxt):
     spec = boot_request()
     spec["instance_group"] = {"uuid": "g3", "policy": "anti-affinity"}
     _run(manager, ctxt, spec)
-    placed_on = manager.compute_api.casts[-1]["host"]
+    placed_on = manager.cycle.compute_api.casts[-1]["host"]
     probe = boot_request()
     probe["instance_group"] = {"uuid": "g3"}
     out = manager.explain(ctxt, probe, {})
@@ -357,7 +369,7 @@ def test_every_instance_of_a_request_honours_the_zone(manager, ctxt):
     manager.host_manager.refresh(force=True)
     spec = boot_request(count=3, az="az1")
     _run(manager, ctxt, spec)
-    assert [c["host"] for c in manager.compute_api.casts] == ["c1", "c1", "c1"]
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["c1", "c1", "c1"]
 
 
 def test_anti_affinity_limit_counts_members_placed_in_the_same_request(manager, ctxt):
@@ -367,7 +379,7 @@ def test_anti_affinity_limit_counts_members_placed_in_the_same_request(manager, 
     spec = boot_request(count=7)
     spec["instance_group"] = group
     _run(manager, ctxt, spec)
-    hosts = collections.Counter(c["host"] for c in manager.compute_api.casts)
+    hosts = collections.Counter(c["host"] for c in manager.cycle.compute_api.casts)
     assert hosts == {"c1": 2, "c2": 2, "c3": 2}
     last = spec["instance_uuids"][-1]
     assert "ServerGroupAntiAffinityFilter removed 3" in _faults(last)[0]

@@ -82,7 +82,7 @@ def test_malformed_json_query_fails_the_instance_with_a_clear_fault(
         (fault,) = _faults(uuid)
         assert "Invalid JsonFilter query" in fault and problem in fault
         assert _event_results(uuid) == ["Error"]
-    assert not mgr.compute_api.casts
+    assert not mgr.cycle.compute_api.casts
     errors = [e for e in mgr.notifier._notifier.events if e[0] == "ERROR"]
     assert len(errors) == 2 and problem in errors[0][2]["reason"]
     _assert_served_next(mgr, ctxt)

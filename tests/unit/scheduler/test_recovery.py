@@ -21,14 +21,14 @@ def test_stuck_instance_goes_to_error_and_partial_claim_is_released(manager, ctx
     # A daemon recorded the instance and claimed, then died before placing it.
     db_instances.ensure_instances([uuid], spec["instance_properties"])
     node_id = manager.host_manager.table.state(0).node_id
-    claims.claim(claims.Claim(uuid, node_id, 1024, 1, 1024))
+    claims.DatabaseClaims().claim(claims.Claim(uuid, node_id, 1024, 1, 1024))
     fresh = db_instances.find_stuck(db_api.utcnow())
-    assert recovery.recover_stuck_instances(manager.driver) == []  # not yet old
+    assert recovery.recover_stuck_instances(manager.cycle) == []  # not yet old
 
     with db_api.session_scope() as s:
         s.execute(sa.update(models.Instance).values(
             updated_at=db_api.utcnow().replace(year=2000)))
-    assert recovery.recover_stuck_instances(manager.driver) == [uuid]
+    assert recovery.recover_stuck_instances(manager.cycle) == [uuid]
     assert fresh == [uuid]
     row = db_instances.get(uuid)
     assert (row.vm_state, row.task_state) == ("error", None)
@@ -38,7 +38,7 @@ def test_stuck_instance_goes_to_error_and_partial_claim_is_released(manager, ctx
     assert fault.startswith("Scheduling timed out")
     assert node.claimed_memory_mb == 0
     # A second daemon running the same recovery finds nothing to do.
-    assert recovery.recover_stuck_instances(manager.driver) == []
+    assert recovery.recover_stuck_instances(manager.cycle) == []
 
 
 def test_database_outage_is_logged_and_the_next_request_is_served(
@@ -51,12 +51,12 @@ def test_database_outage_is_logged_and_the_next_request_is_served(
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
     assert "Database unavailable" in caplog.text
     assert spec["instance_uuids"][0] in caplog.text
-    assert manager.compute_api.casts == []
+    assert manager.cycle.compute_api.casts == []
 
     db_api.configure(good_url)
     spec = boot_request()
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
-    assert manager.compute_api.casts[-1]["host"] == "c1"
+    assert manager.cycle.compute_api.casts[-1]["host"] == "c1"
 
 
 def test_request_parked_during_outage_is_placed_when_the_database_returns(
@@ -74,12 +74,12 @@ def test_request_parked_during_outage_is_placed_when_the_database_returns(
     db_api.configure(good_url)
     assert manager.resume_parked() == 1
     assert len(manager.parked) == 0
-    casts = manager.compute_api.casts
+    casts = manager.cycle.compute_api.casts
     assert sorted(c["instance"]["uuid"] for c in casts) == sorted(spec["instance_uuids"])
     assert casts[0]["admin_password"] == "pw"
     # A second resume finds nothing left to do: no instance is built twice.
     assert manager.resume_parked() == 0
-    assert len(manager.compute_api.casts) == 2
+    assert len(manager.cycle.compute_api.casts) == 2
 
 
 def test_only_exposed_methods_are_callable_over_rpc(db):

@@ -17,20 +17,14 @@ _AGGREGATES = [
 
 
 def _outcomes(extra_specs, aggregates=_AGGREGATES):
-    """host -> passes; asserts filter_all and host_passes agree."""
+    """host -> passes."""
     table = fakes.make_table([dict(host=h) for h in ("host1", "host2", "host3")],
                              aggregates=aggregates)
     spec = fakes.make_spec(extra_specs=extra_specs)
     flt = AggregateInstanceExtraSpecsFilter()
-    rows = table.active_rows()
-    mask = flt.filter_all(table, rows, spec)
-    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
-    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
-    return one
-
-
-def test_runs_once_per_request():
-    assert AggregateInstanceExtraSpecsFilter.run_filter_once_per_request is True
+    kept = {host for host, _ in fakes.passes(flt, table, spec)}
+    return {table.states[r].host: table.states[r].host in kept
+            for r in table.active_rows()}
 
 
 def test_no_extra_specs_pass_every_host():

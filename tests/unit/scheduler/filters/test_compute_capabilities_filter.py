@@ -29,13 +29,12 @@ def _passes(especs, **host):
     spec = fakes.make_spec(extra_specs=especs)
     flt = ComputeCapabilitiesFilter()
     one = flt.host_passes(fakes.state(table, "host1"), spec)
-    all_ = bool(flt.filter_all(table, table.active_rows(), spec)[0])
+    all_ = fakes.passes(flt, table, spec) == [("host1", "host1")]
     assert one == all_
     return one
 
 
-def test_runs_once_per_request_and_is_discovered():
-    assert ComputeCapabilitiesFilter.run_filter_once_per_request is True
+def test_is_discovered():
     assert ComputeCapabilitiesFilter in filters.all_filters()
 
 
@@ -148,6 +147,11 @@ def test_private_attributes_are_not_capabilities():
     assert not _passes({"capabilities:_table": "<in> HostTable"})
 
 
+def test_methods_are_not_capabilities():
+    assert _passes({"derived": "x"})
+    assert not _passes({"capabilities:derived": "<in> bound method"})
+
+
 def test_every_spec_must_hold():
     stats = {"a": "1", "b": "2"}
     assert _passes({"capabilities:a": "1", "capabilities:b": "2"}, stats=stats)
@@ -177,10 +181,44 @@ def test_filter_all_over_many_hosts():
 def test_parsed_specs_follow_the_request():
     table = fakes.make_table([dict(host="h1", stats={"x": "1"})])
     flt = ComputeCapabilitiesFilter()
-    st = fakes.state(table, "h1")
-    assert flt.host_passes(st, fakes.make_spec(extra_specs={"x": "1"}))
-    assert not flt.host_passes(st, fakes.make_spec(extra_specs={"x": "2"}))
+    assert fakes.passes(flt, table, fakes.make_spec(extra_specs={"x": "1"}))
+    assert not fakes.passes(flt, table, fakes.make_spec(extra_specs={"x": "2"}))
     spec = fakes.make_spec(extra_specs={"x": "1"})
-    assert flt.host_passes(st, spec)
-    spec.extra_specs = {"x": "2"}  # a replaced dict is noticed
-    assert not flt.host_passes(st, spec)
+    assert fakes.passes(flt, table, spec)
+    spec.extra_specs = {"x": "2"}  # the next decision reads the request anew
+    assert not fakes.passes(flt, table, spec)
+
+
+def test_hosts_alike_in_what_the_specs_read_are_judged_once(monkeypatch):
+    nodes = [dict(host=f"h{i}", hypervisor_type="kvm" if i % 3 else "xen",
+                  cpu_info=CPU_INFO, stats={"rack": str(i % 2)}) for i in range(12)]
+    table = fakes.make_table(nodes)
+    flt = ComputeCapabilitiesFilter()
+    judged = []
+    real = flt._verdict
+    monkeypatch.setattr(flt, "_verdict", lambda *a: judged.append(a[0].host) or real(*a))
+    spec = fakes.make_spec(extra_specs={"capabilities:hypervisor_type": "kvm",
+                                        "capabilities:cpu_info:vendor": "Intel",
+                                        "rack": "1"})
+    kept = [h for h, _ in fakes.passes(flt, table, spec)]
+    assert kept == [f"h{i}" for i in range(12) if i % 3 and i % 2]
+    # (kvm, xen) x (rack 0, rack 1): four kinds of host.
+    assert len(judged) == 4
+
+
+def test_cpu_info_is_parsed_once_per_report(monkeypatch):
+    from nova_sched.scheduler.filters import compute_capabilities_filter as ccf
+
+    table = fakes.make_table([dict(host="h", cpu_info=CPU_INFO)])
+    parsed = []
+    real = ccf._parse_json
+    monkeypatch.setattr(ccf, "_parse_json", lambda text: parsed.append(text) or real(text))
+    flt = ComputeCapabilitiesFilter()
+    spec = fakes.make_spec(extra_specs={"capabilities:cpu_info:vendor": "Intel",
+                                        "capabilities:cpu_info:arch": "i686"})
+    assert fakes.passes(flt, table, spec) and fakes.passes(flt, table, spec)
+    assert len(parsed) == 1
+    # A new report is a new HostState: its text is parsed again.
+    fakes.add_node(table, host="h", cpu_info=CPU_INFO.replace("Intel", "AMD"))
+    assert not fakes.passes(flt, table, spec)
+    assert len(parsed) == 2

@@ -21,15 +21,7 @@ def frozen(monkeypatch):
 
 def _passes(**node):
     table = fakes.make_table([dict(host="host1", memory_mb=1024, vcpus=1, **node)])
-    spec = fakes.make_spec()
-    flt = ComputeFilter()
-    one = flt.host_passes(fakes.state(table, "host1"), spec)
-    assert one == bool(flt.filter_all(table, table.active_rows(), spec)[0])
-    return one
-
-
-def test_runs_once_per_request():
-    assert ComputeFilter.run_filter_once_per_request is True
+    return bool(fakes.passes(ComputeFilter(), table, fakes.make_spec()))
 
 
 def test_enabled_and_up_passes():

@@ -20,13 +20,12 @@ def _passes(image_props, supported=KVM_X86, hypervisor_version=V600, **host):
     spec = fakes.make_spec(image_props=image_props)
     flt = ImagePropertiesFilter()
     one = flt.host_passes(fakes.state(table, "host1"), spec)
-    all_ = bool(flt.filter_all(table, table.active_rows(), spec)[0])
+    all_ = fakes.passes(flt, table, spec) == [("host1", "host1")]
     assert one == all_
     return one
 
 
-def test_runs_once_per_request_and_is_discovered():
-    assert ImagePropertiesFilter.run_filter_once_per_request is True
+def test_is_discovered():
     assert ImagePropertiesFilter in filters.all_filters()
 
 
@@ -180,6 +179,26 @@ def test_filter_all_over_many_hosts():
     for row in table.active_rows():
         st = table.states[row]
         assert flt.host_passes(st, spec) == (st.host in kept)
+
+
+def test_each_kind_of_host_is_judged_once(monkeypatch):
+    # Nodes reporting equal supported_instances share one list (the table
+    # interns it): a kind is that list and the hypervisor version.
+    nodes = [dict(host=f"h{i}", supported_instances=[["x86_64", "kvm", "hvm"]]
+                  if i % 2 else [["aarch64", "kvm", "hvm"]],
+                  hypervisor_version=6000000 if i < 6 else 7000000)
+             for i in range(12)]
+    table = fakes.make_table(nodes)
+    flt = ImagePropertiesFilter()
+    judged = []
+    real = flt._supported
+    monkeypatch.setattr(flt, "_supported",
+                        lambda state, req: judged.append(state.host) or real(state, req))
+    spec = fakes.make_spec(image_props={"hw_architecture": "x86_64",
+                                        "img_hv_requested_version": ">=6.5"})
+    kept = [h for h, _ in fakes.passes(flt, table, spec)]
+    assert kept == ["h7", "h9", "h11"]
+    assert len(judged) == 4
 
 
 def test_default_architecture_applies_to_images_naming_none():

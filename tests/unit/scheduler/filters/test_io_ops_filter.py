@@ -10,15 +10,13 @@ from tests.unit.scheduler import fakes
 
 
 def _outcomes(flt, io_ops: dict[str, int], aggregates=()):
-    """host -> passes; asserts filter_all and host_passes agree."""
+    """host -> passes."""
     table = fakes.make_table([dict(host=h, num_io_ops=n) for h, n in io_ops.items()],
                              aggregates=aggregates)
     spec = fakes.make_spec()
-    rows = table.active_rows()
-    mask = flt.filter_all(table, rows, spec)
-    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
-    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
-    return one
+    kept = {host for host, _ in fakes.passes(flt, table, spec)}
+    return {table.states[r].host: table.states[r].host in kept
+            for r in table.active_rows()}
 
 
 def test_default_limit_is_eight():
@@ -33,11 +31,6 @@ def test_strictly_below_the_limit(limit, expected):
     CONF.set_override("max_io_ops_per_host", limit, "filter_scheduler")
     assert _outcomes(IoOpsFilter(), {"a": 0})["a"] is expected
     assert _outcomes(IoOpsFilter(), {"a": 2})["a"] is (limit > 2)
-
-
-def test_runs_for_every_instance():
-    assert IoOpsFilter.run_filter_once_per_request is False
-    assert AggregateIoOpsFilter.run_filter_once_per_request is False
 
 
 def test_plain_filter_ignores_aggregates():

@@ -52,11 +52,6 @@ def _hosts(query, raw=False, table=None):
 ALL = ["big", "exact", "small-ram", "small-disk"]
 
 
-def test_runs_for_every_instance():
-    # Free RAM and disk change as a request's instances are placed (nova).
-    assert JsonFilter.run_filter_once_per_request is False
-
-
 def test_nova_example_query():
     assert _hosts(NOVA_QUERY) == ["big", "exact"]
 
@@ -227,20 +222,44 @@ def test_malformed_hint_types():
             fakes.passes(JsonFilter(), table, spec)
 
 
-def test_query_is_compiled_once_per_request_not_per_host(monkeypatch):
+def test_query_is_compiled_once_per_decision_not_per_host(monkeypatch):
     table = _table()
-    json_filter._compile_text.cache_clear()
     calls = []
-    real = json_filter.query_text
-    monkeypatch.setattr(json_filter, "query_text",
-                        lambda hint: calls.append(hint) or real(hint))
+    real = json_filter._compile_text
+    monkeypatch.setattr(json_filter, "_compile_text",
+                        lambda text: calls.append(text) or real(text))
     spec = _spec(NOVA_QUERY)
     flt = JsonFilter()
-    fakes.passes(flt, table, spec)
-    for row in table.active_rows():
-        flt.host_passes(table.states[row], spec)
+    cycle = fakes.cycle(table, spec)
+    rows = table.active_rows()
+    cycle.prepare([flt])
     assert len(calls) == 1
-    assert json_filter._compile_text.cache_info().misses == 1
+    for i in range(len(rows)):
+        flt.filter_rows(cycle, rows[i:i + 1])
+    assert [table.states[r].host for r in rows[flt.filter_rows(cycle, rows)]] == [
+        "big", "exact"]
+    assert len(calls) == 1
+    # Nothing outlives the decision: the next one compiles its query.
+    fakes.passes(flt, table, spec)
+    assert len(calls) == 2
+
+
+def test_json_text_attribute_is_parsed_once_per_report(monkeypatch):
+    table = _table()
+    parsed = []
+    real = json_filter._parse
+    monkeypatch.setattr(json_filter, "_parse",
+                        lambda text: parsed.append(text) or real(text))
+    flt = JsonFilter()
+    spec = _spec(["and", ["=", "$cpu_info.vendor", "Intel"],
+                  ["=", "$cpu_info.x", "$cpu_info.x"]])
+    assert fakes.passes(flt, table, spec) == []
+    spec = _spec(["=", "$cpu_info.vendor", "Intel"])
+    assert fakes.passes(flt, table, spec) == [("big", "big")]
+    assert len(parsed) == 1
+    fakes.add_node(table, host="big", cpu_info=json.dumps({"vendor": "AMD"}))
+    assert fakes.passes(flt, table, spec) == []
+    assert len(parsed) == 2
 
 
 def test_no_eval(tmp_path):

@@ -49,10 +49,6 @@ def _table():
     ])
 
 
-def test_runs_for_every_instance():
-    assert NUMATopologyFilter.run_filter_once_per_request is False
-
-
 @pytest.mark.parametrize("extra", [None, {}, {"hw:cpu_policy": "dedicated"},
                                    {"hw:numa_cpus.0": "0-3", "hw:numa_mem.0": "4096"}])
 def test_no_numa_request_passes_every_host(extra):
@@ -124,6 +120,40 @@ def test_usage_counts_against_the_allocation_ratios():
     CONF.set_override("cpu_allocation_ratio", 2.0, "filter_scheduler")
     CONF.set_override("ram_allocation_ratio", 1.5, "filter_scheduler")
     assert _hosts(table, extra_specs={"hw:numa_nodes": "2"}) == ["busy"]
+
+
+def test_ratios_are_the_nodes_effective_ones():
+    # The resource model decides each node's ratios: its own reported ones
+    # first, then (with AggregateCoreFilter/AggregateRamFilter enabled) its
+    # aggregates', then the options (1.0 here).
+    busy = _topology(_cell(0, 4, 4096, cpu_usage=3, memory_usage=1024),
+                     _cell(1, 4, 4096, cpu_usage=0, memory_usage=3072))
+    table = fakes.make_table([
+        dict(host="own", numa_topology=busy, node_cpu_ratio=2.0, node_ram_ratio=1.5),
+        dict(host="cpu-only", numa_topology=busy, node_cpu_ratio=2.0),
+        dict(host="agg", numa_topology=busy),
+        dict(host="plain", numa_topology=busy),
+    ], aggregates=[dict(hosts={"agg"}, metadata={"cpu_allocation_ratio": "2.0",
+                                                  "ram_allocation_ratio": "1.5"})])
+    extra = {"hw:numa_nodes": "2"}
+    assert _hosts(table, extra_specs=extra) == ["own"]
+    CONF.set_override("enabled_filters", ["NUMATopologyFilter", "AggregateCoreFilter",
+                                          "AggregateRamFilter"], "filter_scheduler")
+    assert _hosts(table, extra_specs=extra) == ["own", "agg"]
+
+
+def test_each_kind_of_host_is_judged_once(monkeypatch):
+    calls = []
+    real = numa.fit
+    monkeypatch.setattr(numa, "fit", lambda *a: calls.append(1) or real(*a))
+    cell = _cell(0, 4, 4096)
+    table = fakes.make_table(
+        [dict(host=f"h{i}", numa_topology=_topology(dict(cell))) for i in range(8)]
+        + [dict(host="ratio", numa_topology=_topology(dict(cell)), node_cpu_ratio=4.0)])
+    spec = fakes.make_spec(vcpus=2, memory_mb=1024, extra_specs={"hw:numa_nodes": 1})
+    assert len(fakes.passes(NUMATopologyFilter(), table, spec)) == 9
+    # Same cells and usage; the node with its own CPU ratio is another kind.
+    assert len(calls) == 2
 
 
 def test_a_guest_cell_never_overcommits_against_itself():

@@ -58,10 +58,6 @@ def _table():
     ])
 
 
-def test_runs_for_every_instance():
-    assert PciPassthroughFilter.run_filter_once_per_request is False
-
-
 @pytest.mark.parametrize("alias_spec", [None, "", "  "])
 def test_no_pci_request_passes_every_host(alias_spec):
     assert len(_hosts(_table(), alias_spec)) == 6
@@ -139,6 +135,33 @@ def test_matching_ignores_case():
     table = fakes.make_table([dict(host="h", pci_stats=[_pool(1, vendor_id="8086",
                                                                product_id="154d")])])
     assert _hosts(table, "nic:1") == ["h"]
+
+
+def test_aliases_are_read_when_the_decision_prepares():
+    # No parsed aliases outlive a decision: a changed [pci] alias applies to
+    # the next one.
+    flt = PciPassthroughFilter()
+    table = _table()
+    assert _hosts(table, "nic:1") == ["nic1", "nic2-split", "both"]
+    _aliases(dict(name="nic", **GPU))
+    assert [h for h, _ in fakes.passes(flt, table, fakes.make_spec(
+        extra_specs={"pci_passthrough:alias": "nic:1"}))] == ["gpu2", "both"]
+
+
+def test_hosts_reporting_the_same_pools_are_judged_once(monkeypatch):
+    from nova_sched.scheduler.filters import pci_passthrough_filter as pci
+
+    table = fakes.make_table(
+        [dict(host=f"n{i}", pci_stats=[_pool(1 + i % 2, **NIC)]) for i in range(10)]
+        + [dict(host="junk", pci_stats=[{"count": 1, "tags": {1, 2}}])])
+    calls = []
+    real = pci.pools_satisfy
+    monkeypatch.setattr(pci, "pools_satisfy",
+                        lambda pools, requests: calls.append(1) or real(pools, requests))
+    assert _hosts(table, "nic:2") == [f"n{i}" for i in range(1, 10, 2)]
+    # Two kinds of pools, plus the host whose pools cannot be keyed; then
+    # _hosts asks each host alone once more.
+    assert len(calls) == 3 + len(table.active_rows())
 
 
 def test_zero_devices_is_no_constraint():

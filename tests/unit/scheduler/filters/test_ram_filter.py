@@ -1,26 +1,26 @@
-"""RamFilter: RAM under ram_allocation_ratio, reservations and claims."""
+"""RamFilter: RAM under the effective ratio, reservations and claims."""
 
 from __future__ import annotations
 
 import pytest
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler.filters.ram_filter import RamFilter
+from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter, RamFilter
 from tests.unit.scheduler import fakes
 
 
 def _passes(requested_mb, ratio=1.0, **node):
     CONF.set_override("ram_allocation_ratio", ratio, "filter_scheduler")
     table = fakes.make_table([dict(host="host1", vcpus=4, local_gb=10, **node)])
-    spec = fakes.make_spec(memory_mb=requested_mb)
-    flt = RamFilter()
-    one = flt.host_passes(fakes.state(table, "host1"), spec)
-    assert one == bool(flt.filter_all(table, table.active_rows(), spec)[0])
-    return one
+    return bool(fakes.passes(RamFilter(), table, fakes.make_spec(memory_mb=requested_mb)))
 
 
-def test_runs_for_every_instance():
-    assert RamFilter.run_filter_once_per_request is False
+def _limits(flt, table, host):
+    return flt.limits(fakes.cycle(table, fakes.make_spec()), table.row_of(host, host))
+
+
+def _enable(*names):
+    CONF.set_override("enabled_filters", list(names), "filter_scheduler")
 
 
 def test_fits_exactly():
@@ -48,9 +48,8 @@ def test_default_ratio_is_one_and_a_half():
     assert CONF.filter_scheduler.ram_allocation_ratio == 1.5
     table = fakes.make_table([dict(host="host1", memory_mb=1024,
                                    claimed_memory_mb=1024)])
-    st = fakes.state(table, "host1")
-    assert RamFilter().host_passes(st, fakes.make_spec(memory_mb=512))
-    assert not RamFilter().host_passes(st, fakes.make_spec(memory_mb=513))
+    assert fakes.passes(RamFilter(), table, fakes.make_spec(memory_mb=512))
+    assert not fakes.passes(RamFilter(), table, fakes.make_spec(memory_mb=513))
 
 
 def test_instance_may_not_overcommit_against_itself():
@@ -68,37 +67,72 @@ def test_limits(ratio):
     CONF.set_override("ram_allocation_ratio", ratio, "filter_scheduler")
     table = fakes.make_table([dict(host="host1", memory_mb=2048,
                                    reserved_memory_mb=512, claimed_memory_mb=100)])
-    assert RamFilter().limits(fakes.state(table, "host1")) == {"memory_mb": 2048 * ratio}
+    assert _limits(RamFilter(), table, "host1") == {"memory_mb": 2048 * ratio}
 
 
 def test_claims_are_read_live_from_the_table():
-    table = fakes.make_table([dict(host="host1", memory_mb=1024)])
-    st = fakes.state(table, "host1")
-    spec = fakes.make_spec(memory_mb=1024)
     CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
-    assert RamFilter().host_passes(st, spec)
+    table = fakes.make_table([dict(host="host1", memory_mb=1024)])
+    spec = fakes.make_spec(memory_mb=1024)
+    assert fakes.passes(RamFilter(), table, spec)
     table.columns["claimed_memory_mb"][table.row_of("host1", "host1")] = 1
-    assert not RamFilter().host_passes(st, spec)
+    assert not fakes.passes(RamFilter(), table, spec)
+
+
+# -- the node's own ratio ----------------------------------------------------
+
+def test_node_ratio_beats_the_option():
+    # 1024 MB node with 1024 claimed: nothing left at the option's 1.0,
+    # 1024 MB left at the node's 2.0.
+    assert not _passes(1024, ratio=1.0, memory_mb=1024, claimed_memory_mb=1024)
+    assert _passes(1024, ratio=1.0, memory_mb=1024, claimed_memory_mb=1024,
+                   node_ram_ratio=2.0)
+    assert not _passes(1025, ratio=1.0, memory_mb=1024, claimed_memory_mb=1024,
+                       node_ram_ratio=2.0)
+    # Below the option too: the node's word is final.
+    assert not _passes(1, ratio=4.0, memory_mb=1024, claimed_memory_mb=1024,
+                       node_ram_ratio=1.0)
+
+
+def test_node_ratio_beats_the_aggregate():
+    _enable("AggregateRamFilter")
+    aggs = [dict(hosts={"host1", "host2"}, metadata={"ram_allocation_ratio": "4.0"})]
+    nodes = [dict(host="host1", memory_mb=2048, claimed_memory_mb=3072,
+                  node_ram_ratio=2.0),
+             dict(host="host2", memory_mb=2048, claimed_memory_mb=3072)]
+    table = fakes.make_table(nodes, aggregates=aggs)
+    # host1: 2.0 -> 1024 MB left; host2: the aggregate's 4.0 -> 5120 left.
+    assert fakes.passes(AggregateRamFilter(), table, fakes.make_spec(memory_mb=1024)) == [
+        ("host1", "host1"), ("host2", "host2")]
+    assert fakes.passes(AggregateRamFilter(), table, fakes.make_spec(memory_mb=1025)) == [
+        ("host2", "host2")]
+    assert _limits(AggregateRamFilter(), table, "host1") == {"memory_mb": 4096.0}
+    assert _limits(AggregateRamFilter(), table, "host2") == {"memory_mb": 8192.0}
+
+
+def test_zero_node_ratio_means_none_reported():
+    assert not _passes(1, ratio=1.0, memory_mb=1024, claimed_memory_mb=1024,
+                       node_ram_ratio=0.0)
+
+
+def test_limits_carry_the_node_ratio():
+    CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    table = fakes.make_table([dict(host="host1", memory_mb=2048, node_ram_ratio=1.25)])
+    assert _limits(RamFilter(), table, "host1") == {"memory_mb": 2560.0}
 
 
 # -- AggregateRamFilter ------------------------------------------------------
 
-def _aggregate_outcomes(requested_mb, aggregates, ratio=1.0, flt_cls=None):
-    """host -> passes, for hosts host1..host3 (1024 MB, 1024 claimed);
-    asserts filter_all and host_passes agree."""
-    from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter
-
+def _aggregate_outcomes(requested_mb, aggregates, ratio=1.0, flt_cls=AggregateRamFilter,
+                        enabled=("AggregateRamFilter",)):
+    """host -> passes, for hosts host1..host3 (1024 MB, 1024 claimed)."""
     CONF.set_override("ram_allocation_ratio", ratio, "filter_scheduler")
+    _enable(*enabled)
     table = fakes.make_table(
         [dict(host=f"host{i}", memory_mb=1024, claimed_memory_mb=1024) for i in (1, 2, 3)],
         aggregates=aggregates)
-    spec = fakes.make_spec(memory_mb=requested_mb)
-    flt = (flt_cls or AggregateRamFilter)()
-    rows = table.active_rows()
-    mask = flt.filter_all(table, rows, spec)
-    one = {table.states[r].host: flt.host_passes(table.states[r], spec) for r in rows}
-    assert dict(zip((table.states[r].host for r in rows), mask.tolist())) == one
-    return one
+    kept = fakes.passes(flt_cls(), table, fakes.make_spec(memory_mb=requested_mb))
+    return {f"host{i}": (f"host{i}", f"host{i}") in kept for i in (1, 2, 3)}
 
 
 def test_aggregate_ratio_overrides_the_option_for_its_hosts():
@@ -138,22 +172,32 @@ def test_other_metadata_keys_are_ignored():
         "host1": True, "host2": True, "host3": True}
 
 
-def test_plain_ram_filter_ignores_aggregate_ratios():
+def test_aggregate_ratio_applies_only_while_the_aggregate_filter_is_enabled():
     aggs = [dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "2.0"})]
-    assert _aggregate_outcomes(1024, aggs, flt_cls=RamFilter) == {
-        "host1": False, "host2": False, "host3": False}
+    nobody = {"host1": False, "host2": False, "host3": False}
+    # Only RamFilter enabled: aggregates do not set ratios, for either class.
+    assert _aggregate_outcomes(1024, aggs, flt_cls=RamFilter,
+                               enabled=("RamFilter",)) == nobody
+    assert _aggregate_outcomes(1024, aggs, enabled=("RamFilter",)) == nobody
+    # AggregateRamFilter enabled: the ratio is the node's, whoever reads it.
+    assert _aggregate_outcomes(1024, aggs, flt_cls=RamFilter,
+                               enabled=("RamFilter", "AggregateRamFilter")) == {
+        "host1": True, "host2": False, "host3": False}
+    # Another resource's Aggregate*Filter does not count.
+    assert _aggregate_outcomes(1024, aggs, enabled=("AggregateCoreFilter",)) == nobody
 
 
 def test_aggregate_limits_use_the_aggregate_ratio():
-    from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter
-
     CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    _enable("AggregateRamFilter")
     table = fakes.make_table(
         [dict(host="host1", memory_mb=2048), dict(host="host2", memory_mb=2048)],
         aggregates=[dict(hosts={"host1"}, metadata={"ram_allocation_ratio": "2.5"})])
     flt = AggregateRamFilter()
-    assert flt.limits(fakes.state(table, "host1")) == {"memory_mb": 5120.0}
-    assert flt.limits(fakes.state(table, "host2")) == {"memory_mb": 2048.0}
+    assert _limits(flt, table, "host1") == {"memory_mb": 5120.0}
+    assert _limits(flt, table, "host2") == {"memory_mb": 2048.0}
+    _enable("RamFilter")
+    assert _limits(flt, table, "host1") == {"memory_mb": 2048.0}
 
 
 def test_aggregate_variant_still_refuses_instances_bigger_than_the_node():

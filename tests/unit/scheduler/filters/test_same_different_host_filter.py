@@ -8,9 +8,10 @@ import pytest
 
 from nova_sched import exception
 from nova_sched.conf import CONF
+from nova_sched.db import allocations as db_allocations
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import claims, compute_report
+from nova_sched.scheduler import claims, compute_report, filters
 from nova_sched.scheduler.filters import affinity_filter
 from nova_sched.scheduler.filters.affinity_filter import (DifferentHostFilter,
                                                           SameHostFilter)
@@ -34,12 +35,12 @@ def cloud(db):
             compute_report.validate(report(host, node=node)))
     db_instances.ensure_instances([CLAIMED, PLACED, FAILED, DELETED],
                                   {"memory_mb": 512, "vcpus": 1, "root_gb": 1})
-    claims.claim(claims.Claim(CLAIMED, node_ids["h1-b"], memory_mb=512, vcpus=1,
-                              disk_mb=0))
-    db_instances.set_placement(PLACED, "h2", "h2", 0)
-    db_instances.set_placement(FAILED, "h3", "h3", 0)
+    claims.DatabaseClaims().claim(claims.Claim(CLAIMED, node_ids["h1-b"], memory_mb=512,
+                                               vcpus=1, disk_mb=0))
+    db_instances.mark_active(PLACED, "h2", "h2")
+    db_instances.mark_active(FAILED, "h3", "h3")
     db_instances.mark_error(FAILED, "boom")
-    db_instances.set_placement(DELETED, "h3", "h3", 0)
+    db_instances.mark_active(DELETED, "h3", "h3")
     db_instances.mark_deleted(DELETED)
     return _table()
 
@@ -54,7 +55,7 @@ def _table():
 @pytest.fixture
 def no_db(monkeypatch):
     """A plain host table; reading the database fails the test."""
-    monkeypatch.setattr(affinity_filter.db_instances, "hosts_of",
+    monkeypatch.setattr(affinity_filter.db_allocations, "hosts_of",
                         lambda uuids: pytest.fail("database read"))
     return _table()
 
@@ -67,11 +68,6 @@ def _hosts(flt_cls, table, hints):
         state = table.states[row]
         assert flt.host_passes(state, spec) == ((state.host, state.nodename) in kept)
     return sorted({h for h, _ in kept}), kept
-
-
-def test_run_once_per_request_as_nova():
-    assert SameHostFilter.run_filter_once_per_request is True
-    assert DifferentHostFilter.run_filter_once_per_request is True
 
 
 @pytest.mark.parametrize("hints", [None, {}, {"same_host": []}, {"same_host": ""},
@@ -121,8 +117,13 @@ def test_both_hints_together(cloud):
     hints = {"same_host": [CLAIMED, PLACED], "different_host": PLACED}
     spec = fakes.make_spec(scheduler_hints=hints)
     rows = cloud.active_rows()
-    mask = SameHostFilter().filter_all(cloud, rows, spec)
-    mask &= DifferentHostFilter().filter_all(cloud, rows, spec)
+    same, different = SameHostFilter(), DifferentHostFilter()
+    result = filters.HostFilterHandler.run([same, different], fakes.cycle(cloud, spec),
+                                           rows)
+    assert sorted({cloud.states[r].host for r in result.rows}) == ["h1"]
+    # One decision: each filter prepared its own hint.
+    cycle = fakes.cycle(cloud, spec)
+    mask = same.filter_all(cycle, rows) & different.filter_all(cycle, rows)
     assert sorted({cloud.states[r].host for r in rows[mask]}) == ["h1"]
 
 
@@ -137,18 +138,23 @@ def test_malformed_hint_fails_the_request(no_db, value):
 
 def test_database_is_read_once_per_decision_not_per_host(cloud, monkeypatch):
     calls = []
-    real = db_instances.hosts_of
-    monkeypatch.setattr(affinity_filter.db_instances, "hosts_of",
+    real = db_allocations.hosts_of
+    monkeypatch.setattr(affinity_filter.db_allocations, "hosts_of",
                         lambda uuids: calls.append(list(uuids)) or real(uuids))
     spec = fakes.make_spec(scheduler_hints={"same_host": [CLAIMED]})
     flt = SameHostFilter()
-    fakes.passes(flt, cloud, spec)
-    fakes.passes(flt, cloud, spec)
-    for row in cloud.active_rows():
-        flt.host_passes(cloud.states[row], spec)
+    cycle = fakes.cycle(cloud, spec)
+    rows = cloud.active_rows()
+    # Read when the decision prepares, before any host is asked...
+    cycle.prepare([flt])
     assert calls == [[CLAIMED]]
-    # The next decision (a new spec object) reads again: claims move.
-    fakes.passes(flt, cloud, fakes.make_spec(scheduler_hints={"same_host": [CLAIMED]}))
+    # ...and not again however the rows are asked within the decision.
+    flt.filter_rows(cycle, rows)
+    for i in range(len(rows)):
+        flt.filter_rows(cycle, rows[i:i + 1])
+    assert calls == [[CLAIMED]]
+    # The next decision reads again: claims move.
+    fakes.passes(flt, cloud, spec)
     assert len(calls) == 2
 
 

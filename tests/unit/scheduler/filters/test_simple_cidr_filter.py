@@ -32,8 +32,13 @@ def _hosts(hints, table=None):
     return kept
 
 
-def test_runs_once_per_request_as_nova():
-    assert SimpleCIDRAffinityFilter.run_filter_once_per_request is True
+def test_a_node_reporting_a_new_address_is_judged_by_it():
+    table = _table()
+    hints = {"build_near_host_ip": "10.8.1.1"}
+    assert _hosts(hints, table) == ["a", "b"]
+    fakes.add_node(table, host="c", host_ip="10.8.1.9")
+    fakes.add_node(table, host="a", host_ip="10.9.9.9")
+    assert _hosts(hints, table) == ["b", "c"]
 
 
 @pytest.mark.parametrize("hints", [None, {}, {"cidr": "/8"}, {"build_near_host_ip": ""},

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -24,17 +22,20 @@ def _table(aggregates=()):
     return fakes.make_table([dict(host=f"host{i}") for i in range(1, 5)], aggregates)
 
 
-def _spec(policy, group_hosts=None):
-    return dataclasses.replace(
-        fakes.make_spec(instance_group={"uuid": "g1", "policy": policy}),
-        group_policy=policy,
-        group_hosts=dict(MEMBERS if group_hosts is None else group_hosts))
+def _group(policy, hosts=None):
+    """The decision's group context: ``policy`` with MEMBERS by default."""
+    return fakes.group(policy, dict(MEMBERS if hosts is None else hosts))
 
 
-def _weigh(weighers, table, spec):
+def _weigh(weighers, table, group):
     rows = table.active_rows()
-    result = weights.HostWeightHandler.weigh(weighers, table, rows, spec)
+    cycle = fakes.cycle(table, fakes.make_spec(), group)
+    result = weights.HostWeightHandler.weigh(weighers, cycle, rows)
     return [table.states[r].host for r in result.rows], result
+
+
+def _raw(weigher, table, group):
+    return fakes.weigh(weigher, table, fakes.make_spec(), group)
 
 
 # -- soft-affinity --------------------------------------------------------------
@@ -42,7 +43,7 @@ def _weigh(weighers, table, spec):
 
 def test_soft_affinity_prefers_the_host_with_most_members():
     hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
-                           _spec("soft-affinity"))
+                           _group("soft-affinity"))
     assert hosts == ["host2", "host4", "host1", "host3"]
     np.testing.assert_allclose(result.totals, [1.0, 0.5, 0.25, 0.0])
 
@@ -50,14 +51,14 @@ def test_soft_affinity_prefers_the_host_with_most_members():
 def test_soft_affinity_multiplier_scales():
     CONF.set_override("soft_affinity_weight_multiplier", 2.0, "filter_scheduler")
     hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
-                           _spec("soft-affinity"))
+                           _group("soft-affinity"))
     assert hosts[0] == "host2" and result.totals[0] == 2.0
 
 
 def test_soft_affinity_zero_multiplier_weighs_all_alike():
     CONF.set_override("soft_affinity_weight_multiplier", 0.0, "filter_scheduler")
     hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(),
-                           _spec("soft-affinity"))
+                           _group("soft-affinity"))
     assert hosts == ["host1", "host2", "host3", "host4"]
     assert not result.totals.any()
 
@@ -75,34 +76,37 @@ def test_multipliers_must_not_be_negative():
 
 def test_soft_anti_affinity_prefers_the_host_with_fewest_members():
     hosts, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
-                           _spec("soft-anti-affinity"))
+                           _group("soft-anti-affinity"))
     assert hosts == ["host3", "host1", "host4", "host2"]
     np.testing.assert_allclose(result.totals, [1.0, 0.75, 0.5, 0.0])
 
 
 def test_soft_anti_affinity_raw_weight_is_minus_the_members():
-    table = _table()
-    weigher = ServerGroupSoftAntiAffinityWeigher()
-    spec = _spec("soft-anti-affinity")
-    assert [weigher._weigh_object(fakes.state(table, f"host{i}"), spec)
-            for i in range(1, 5)] == [-1, -4, 0, -2]
+    raw = _raw(ServerGroupSoftAntiAffinityWeigher(), _table(),
+               _group("soft-anti-affinity"))
+    assert raw.tolist() == [-1, -4, 0, -2]
+
+
+def test_soft_affinity_raw_weight_is_the_members():
+    raw = _raw(ServerGroupSoftAffinityWeigher(), _table(), _group("soft-affinity"))
+    assert raw.tolist() == [1, 4, 0, 2]
 
 
 def test_soft_anti_affinity_multiplier_scales_and_zero_disables():
     CONF.set_override("soft_anti_affinity_weight_multiplier", 2.0, "filter_scheduler")
     hosts, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
-                           _spec("soft-anti-affinity"))
+                           _group("soft-anti-affinity"))
     assert hosts[0] == "host3" and result.totals[0] == 2.0
     CONF.set_override("soft_anti_affinity_weight_multiplier", 0.0, "filter_scheduler")
     _, result = _weigh([ServerGroupSoftAntiAffinityWeigher()], _table(),
-                       _spec("soft-anti-affinity"))
+                       _group("soft-anti-affinity"))
     assert not result.totals.any()
 
 
 def test_first_member_of_a_group_weighs_every_host_alike():
     for policy, cls in (("soft-affinity", ServerGroupSoftAffinityWeigher),
                         ("soft-anti-affinity", ServerGroupSoftAntiAffinityWeigher)):
-        hosts, result = _weigh([cls()], _table(), _spec(policy, {}))
+        hosts, result = _weigh([cls()], _table(), _group(policy, {}))
         assert hosts == ["host1", "host2", "host3", "host4"]
         assert not result.totals.any()
 
@@ -113,33 +117,28 @@ def test_first_member_of_a_group_weighs_every_host_alike():
 @pytest.mark.parametrize("policy", [None, "affinity", "anti-affinity",
                                     "soft-anti-affinity"])
 def test_soft_affinity_weighs_zero_for_other_policies(policy):
-    table = _table()
-    spec = _spec(policy)
-    weigher = ServerGroupSoftAffinityWeigher()
-    assert all(weigher._weigh_object(s, spec) == 0 for s in table.states)
-    assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+    raw = _raw(ServerGroupSoftAffinityWeigher(), _table(), _group(policy))
+    assert raw.tolist() == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("policy", [None, "affinity", "anti-affinity", "soft-affinity"])
 def test_soft_anti_affinity_weighs_zero_for_other_policies(policy):
-    table = _table()
-    spec = _spec(policy)
-    weigher = ServerGroupSoftAntiAffinityWeigher()
-    assert all(weigher._weigh_object(s, spec) == 0 for s in table.states)
-    assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+    raw = _raw(ServerGroupSoftAntiAffinityWeigher(), _table(), _group(policy))
+    assert raw.tolist() == [0, 0, 0, 0]
 
 
 def test_a_request_without_a_group_weighs_zero():
+    # No group: cycle.group is None, whatever the request says.
+    spec = fakes.make_spec(instance_group={"uuid": "g1", "policy": "soft-affinity"})
     table = _table()
-    spec = fakes.make_spec()
     for weigher in (ServerGroupSoftAffinityWeigher(),
                     ServerGroupSoftAntiAffinityWeigher()):
-        assert not np.any(weigher.weigh_all(table, table.active_rows(), spec))
+        assert fakes.weigh(weigher, table, spec).tolist() == [0, 0, 0, 0]
 
 
 def test_both_weighers_together_only_the_matching_one_counts():
     both = [ServerGroupSoftAffinityWeigher(), ServerGroupSoftAntiAffinityWeigher()]
-    hosts, result = _weigh(both, _table(), _spec("soft-affinity"))
+    hosts, result = _weigh(both, _table(), _group("soft-affinity"))
     assert hosts[0] == "host2"
     assert not result.contributions["ServerGroupSoftAntiAffinityWeigher"].any()
 
@@ -148,18 +147,16 @@ def test_every_node_of_a_host_counts_the_host_members():
     table = _table()
     fakes.add_node(table, "host2", "host2-b")
     fakes.add_node(table, "host5", "host5-a")
-    spec = _spec("soft-affinity")
-    weigher = ServerGroupSoftAffinityWeigher()
     rows = table.active_rows()
-    raw = weigher.weigh_all(table, rows, spec)
+    raw = _raw(ServerGroupSoftAffinityWeigher(), table, _group("soft-affinity"))
     by_node = {table.states[r].nodename: v for r, v in zip(rows, raw)}
     assert by_node["host2"] == by_node["host2-b"] == 4
     assert by_node["host5-a"] == 0
 
 
 def test_members_on_unknown_hosts_are_ignored():
-    spec = _spec("soft-affinity", {"gone": 3, "host3": 1})
-    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(), spec)
+    group = _group("soft-affinity", {"gone": 3, "host3": 1})
+    hosts, result = _weigh([ServerGroupSoftAffinityWeigher()], _table(), group)
     assert hosts[0] == "host3" and result.totals[0] == 1.0
 
 
@@ -177,8 +174,9 @@ def test_aggregate_metadata_overrides_the_multiplier(cls, key, values, expected)
     weigher = cls()
     assert weigher.weight_multiplier(fakes.state(table, "host3")) == expected
     assert weigher.weight_multiplier(fakes.state(table, "host1")) == 1.0
+    cycle = fakes.cycle(table, fakes.make_spec())
     np.testing.assert_allclose(
-        np.broadcast_to(weigher.multipliers(table, table.active_rows()), (4,)),
+        np.broadcast_to(weigher.multipliers(cycle, table.active_rows()), (4,)),
         [1.0, 1.0, expected, 1.0])
 
 
@@ -199,12 +197,12 @@ def test_soft_affinity_stacks_a_request_on_one_host(manager, ctxt):
         manager.compute_node_update(ctxt, compute_report(host))
     manager.run_instance(ctxt, _group_request("soft-affinity", 3), "pw", [], None,
                          True, {})
-    hosts = [c["host"] for c in manager.compute_api.casts]
+    hosts = [c["host"] for c in manager.cycle.compute_api.casts]
     assert len(hosts) == 3 and len(set(hosts)) == 1
     # A later request of the same group joins them.
     manager.run_instance(ctxt, _group_request("soft-affinity", 1), "pw", [], None,
                          True, {})
-    assert manager.compute_api.casts[-1]["host"] == hosts[0]
+    assert manager.cycle.compute_api.casts[-1]["host"] == hosts[0]
 
 
 def test_soft_anti_affinity_spreads_but_never_fails(manager, ctxt):
@@ -219,6 +217,6 @@ def test_soft_anti_affinity_spreads_but_never_fails(manager, ctxt):
         manager.compute_node_update(ctxt, compute_report(host))
     manager.run_instance(ctxt, _group_request("soft-anti-affinity", 4), "pw", [],
                          None, True, {})
-    hosts = [c["host"] for c in manager.compute_api.casts]
+    hosts = [c["host"] for c in manager.cycle.compute_api.casts]
     assert len(hosts) == 4
     assert set(hosts[:3]) == {"c1", "c2", "c3"}

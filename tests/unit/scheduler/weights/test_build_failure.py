@@ -17,7 +17,7 @@ from tests.unit.scheduler import fakes
 def _weigh(table, weighers=None):
     rows = table.active_rows()
     result = weights.HostWeightHandler.weigh(weighers or [BuildFailureWeigher()],
-                                             table, rows, fakes.make_spec())
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     return [table.states[r].host for r in result.rows], result
 
 
@@ -86,9 +86,9 @@ def test_no_failures_anywhere_weighs_nothing():
 ])
 def test_failed_builds_from_stats(stats, expected):
     table = fakes.make_table([dict(host="h", stats=stats)])
-    state = fakes.state(table, "h")
-    assert state.failed_builds == expected
-    assert BuildFailureWeigher()._weigh_object(state, fakes.make_spec()) == expected
+    assert fakes.state(table, "h").failed_builds == expected
+    assert fakes.weigh(BuildFailureWeigher(), table, fakes.make_spec()).tolist() == [
+        expected]
 
 
 def test_multiplier_is_the_option_negated():
@@ -96,7 +96,8 @@ def test_multiplier_is_the_option_negated():
     weigher = BuildFailureWeigher()
     assert weigher.weight_multiplier() == -1e6
     assert weigher.weight_multiplier(fakes.state(table, "host1")) == -1e6
-    assert weigher.multipliers(table, table.active_rows()) == -1e6
+    cycle = fakes.cycle(table, fakes.make_spec())
+    assert weigher.multipliers(cycle, table.active_rows()) == -1e6
 
 
 def test_aggregate_metadata_overrides_the_multiplier_negated():

@@ -13,8 +13,8 @@ from tests.unit.scheduler import fakes
 
 def _weigh(table):
     rows = table.active_rows()
-    result = weights.HostWeightHandler.weigh([HypervisorVersionWeigher()], table,
-                                             rows, fakes.make_spec())
+    result = weights.HostWeightHandler.weigh([HypervisorVersionWeigher()],
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     return [table.states[r].host for r in result.rows], result
 
 
@@ -55,8 +55,8 @@ def test_a_node_without_a_version_weighs_as_version_zero():
     fakes.add_node(table, "unknown", hypervisor_version=None)
     hosts, result = _weigh(table)
     assert hosts[-1] == "unknown" and result.totals[-1] == 0.0
-    assert HypervisorVersionWeigher()._weigh_object(
-        fakes.state(table, "unknown"), fakes.make_spec()) == 0
+    raw = fakes.weigh(HypervisorVersionWeigher(), table, fakes.make_spec())
+    assert raw.tolist() == [1, 200, 100, 1000, 0]
 
 
 @pytest.mark.parametrize("metadata, expected", [

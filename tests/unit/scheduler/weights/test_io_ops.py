@@ -13,8 +13,8 @@ from tests.unit.scheduler import fakes
 
 def _weigh(table, rows=None):
     rows = table.active_rows() if rows is None else np.asarray(rows)
-    result = weights.HostWeightHandler.weigh([IoOpsWeigher()], table, rows,
-                                             fakes.make_spec())
+    result = weights.HostWeightHandler.weigh([IoOpsWeigher()],
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     return [table.states[r].host for r in result.rows], result
 
 
@@ -81,7 +81,8 @@ def test_aggregate_metadata_overrides_the_multiplier(metadata, expected):
     assert weigher.weight_multiplier(fakes.state(table, "host2")) == -1.0
     rows = table.active_rows()
     np.testing.assert_allclose(
-        np.broadcast_to(weigher.multipliers(table, rows), (4,)),
+        np.broadcast_to(weigher.multipliers(fakes.cycle(table, fakes.make_spec()), rows),
+                        (4,)),
         [expected, -1.0, -1.0, expected])
 
 

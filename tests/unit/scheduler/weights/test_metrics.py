@@ -40,9 +40,17 @@ def _weigh(setting, table=None):
     CONF.set_override("weight_setting", setting, "metrics")
     table = table or _table()
     rows = table.active_rows()
-    result = weights.HostWeightHandler.weigh([MetricsWeigher()], table, rows,
-                                             fakes.make_spec())
+    result = weights.HostWeightHandler.weigh([MetricsWeigher()],
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     return [table.states[r].host for r in result.rows], result
+
+
+def _raw(table, host, weigher=None):
+    """The raw weight of one host, asked as the scheduler asks (weigh_rows)."""
+    rows = np.array([table.row_of(host, host)])
+    (value,) = fakes.weigh(weigher or MetricsWeigher(), table, fakes.make_spec(),
+                           rows=rows)
+    return value
 
 
 # -- weighing (nova's cases) --------------------------------------------------
@@ -111,8 +119,8 @@ def test_required_only_counts_the_candidates():
     CONF.set_override("weight_setting", [f"{USER}=1"], "metrics")
     table = _table()
     rows = np.array([table.row_of("host5", "host5"), table.row_of("host6", "host6")])
-    result = weights.HostWeightHandler.weigh([MetricsWeigher()], table, rows,
-                                             fakes.make_spec())
+    result = weights.HostWeightHandler.weigh([MetricsWeigher()],
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     assert [table.states[r].host for r in result.rows] == ["host6", "host5"]
 
 
@@ -125,27 +133,22 @@ def test_not_required_missing_metric_weighs_weight_of_unavailable():
     assert set(hosts[2:]) == {"host1", "host2", "host3", "host4"}
     weigher = MetricsWeigher()
     table = _table()
-    spec = fakes.make_spec()
-    assert weigher._weigh_object(fakes.state(table, "host1"), spec) == -10000.0
+    assert _raw(table, "host1", weigher) == -10000.0
     CONF.set_override("weight_of_unavailable", -1.0, "metrics")
-    assert weigher._weigh_object(fakes.state(table, "host1"), spec) == -1.0
+    assert _raw(table, "host1", weigher) == -1.0
 
 
 def test_not_required_missing_metric_with_ratio_zero_is_skipped():
     CONF.set_override("required", False, "metrics")
     CONF.set_override("weight_setting", [f"{IDLE}=1", f"{USER}=0"], "metrics")
-    table = _table()
-    assert MetricsWeigher()._weigh_object(fakes.state(table, "host4"),
-                                          fakes.make_spec()) == 8192.0
+    assert _raw(_table(), "host4") == 8192.0
 
 
 def test_not_required_missing_metric_with_multiplier_zero_is_skipped():
     CONF.set_override("required", False, "metrics")
     CONF.set_override("weight_multiplier", 0.0, "metrics")
     CONF.set_override("weight_setting", [f"{IDLE}=1", f"{USER}=1"], "metrics")
-    table = _table()
-    assert MetricsWeigher()._weigh_object(fakes.state(table, "host4"),
-                                          fakes.make_spec()) == 8192.0
+    assert _raw(_table(), "host4") == 8192.0
 
 
 @pytest.mark.parametrize("reported", [
@@ -161,11 +164,10 @@ def test_not_required_missing_metric_with_multiplier_zero_is_skipped():
 def test_malformed_reported_metrics_count_as_missing(reported):
     CONF.set_override("weight_setting", [f"{IDLE}=1"], "metrics")
     table = fakes.make_table([dict(host="h", metrics=reported)])
-    state = fakes.state(table, "h")
     with pytest.raises(metrics.ComputeHostMetricNotFound):
-        MetricsWeigher()._weigh_object(state, fakes.make_spec())
+        _raw(table, "h")
     CONF.set_override("required", False, "metrics")
-    assert MetricsWeigher()._weigh_object(state, fakes.make_spec()) == -10000.0
+    assert _raw(table, "h") == -10000.0
 
 
 # -- parsing weight_setting ---------------------------------------------------
@@ -206,13 +208,57 @@ def test_a_bad_setting_fails_when_the_weigher_is_loaded():
         weights.HostWeightHandler().get_weighers(["MetricsWeigher"])
 
 
-def test_the_setting_is_read_at_use():
+def test_the_setting_is_read_for_each_decision():
     weigher = MetricsWeigher()
     table = _table()
-    state = fakes.state(table, "host4")
-    assert weigher._weigh_object(state, fakes.make_spec()) == 0.0
+    assert _raw(table, "host4", weigher) == 0.0
     CONF.set_override("weight_setting", [f"{IDLE}=2"], "metrics")
-    assert weigher._weigh_object(state, fakes.make_spec()) == 16384.0
+    assert _raw(table, "host4", weigher) == 16384.0
+    CONF.set_override("required", False, "metrics")
+    CONF.set_override("weight_setting", [f"{USER}=1"], "metrics")
+    assert _raw(table, "host4", weigher) == -10000.0
+
+
+def test_the_setting_is_prepared_once_per_decision():
+    # What prepare read holds for the whole decision.
+    CONF.set_override("weight_setting", [f"{IDLE}=1"], "metrics")
+    weigher = MetricsWeigher()
+    table = _table()
+    cycle = fakes.cycle(table, fakes.make_spec())
+    rows = table.active_rows()
+    first = weigher.weigh_rows(cycle, rows)
+    CONF.set_override("weight_setting", [f"{IDLE}=2"], "metrics")
+    np.testing.assert_array_equal(weigher.weigh_rows(cycle, rows), first)
+    # The next decision reads the new setting.
+    np.testing.assert_array_equal(
+        weigher.weigh_rows(fakes.cycle(table, fakes.make_spec()), rows), 2 * first)
+
+
+def test_the_weigher_keeps_no_state_of_its_own():
+    # Everything a decision reads lives on the cycle (and the host's report).
+    weigher = MetricsWeigher()
+    assert vars(weigher) == {}
+
+
+def test_the_first_candidate_lacking_a_metric_is_named():
+    CONF.set_override("weight_setting", [f"{IDLE}=1", f"{USER}=1", "gpu.load=1"],
+                      "metrics")
+    table = _table()
+    rows = table.active_rows()[[4, 2, 0]]  # host5 has all but gpu.load
+    with pytest.raises(metrics.ComputeHostMetricNotFound) as err:
+        fakes.weigh(MetricsWeigher(), table, fakes.make_spec(), rows=rows)
+    assert "host5" in err.value.message and "'gpu.load'" in err.value.message
+    with pytest.raises(metrics.ComputeHostMetricNotFound) as err:
+        fakes.weigh(MetricsWeigher(), table, fakes.make_spec(), rows=rows[1:])
+    assert "host3" in err.value.message and repr(USER) in err.value.message
+
+
+def test_a_new_report_brings_new_metrics():
+    CONF.set_override("weight_setting", [f"{IDLE}=1"], "metrics")
+    table = _table()
+    assert _raw(table, "host4") == 8192.0
+    fakes.add_node(table, "host4", metrics=_m([(IDLE, 5)]))
+    assert _raw(table, "host4") == 5.0
 
 
 # -- per-aggregate multiplier -------------------------------------------------
@@ -250,9 +296,8 @@ def test_aggregate_multiplier_zero_skips_a_missing_metric_for_its_hosts():
     CONF.set_override("required", False, "metrics")
     table = _table([dict(hosts=["host1"], metadata={"metrics_weight_multiplier": "0"})])
     CONF.set_override("weight_setting", [f"{IDLE}=1", f"{USER}=1"], "metrics")
-    weigher = MetricsWeigher()
     rows = table.active_rows()
-    raw = weigher.weigh_all(table, rows, fakes.make_spec())
+    raw = fakes.weigh(MetricsWeigher(), table, fakes.make_spec())
     by_host = {table.states[r].host: v for r, v in zip(rows, raw)}
     assert by_host["host1"] == 512.0          # its multiplier is 0
     assert by_host["host2"] == -10000.0       # the option's is 1
@@ -276,24 +321,37 @@ def _vm_state(uuid):
 
 def test_a_missing_required_metric_fails_the_request_not_the_daemon(manager, ctxt):
     CONF.set_override("weight_setting", ["cpu.percent=-1"], "metrics")
-    manager.compute_node_update(ctxt, compute_report("c1"))  # reports no metrics
+    for host in ("c1", "c2"):
+        manager.compute_node_update(ctxt, compute_report(host))  # no metrics
     spec = boot_request()
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
     uuid = spec["instance_uuids"][0]
     assert _vm_state(uuid) == "error"
     (fault,) = _fault_messages(uuid)
     assert "cpu.percent" in fault and "c1" in fault
-    assert manager.compute_api.casts == []
+    assert manager.cycle.compute_api.casts == []
 
     # select_destinations answers NoValidHost (all or nothing) with the reason.
-    CONF.set_override("ram_allocation_ratio", 1.0, group="filter_scheduler")
     with pytest.raises(messaging.ExpectedException) as err:
         manager.select_destinations(ctxt, boot_request(count=2), {})
     assert isinstance(err.value.exc_info[1], metrics.ComputeHostMetricNotFound)
 
-    # Once the node reports the metric, the next request is placed.
-    manager.compute_node_update(ctxt, compute_report(
-        "c1", metrics=[{"name": "cpu.percent", "value": 12.5, "source": "fake"}]))
+    # Once the nodes report the metric, the next request is placed: the
+    # lowest cpu.percent wins.
+    for host, percent in (("c1", 60.0), ("c2", 12.5)):
+        manager.compute_node_update(ctxt, compute_report(
+            host, metrics=[{"name": "cpu.percent", "value": percent, "source": "fake"}]))
     spec = boot_request()
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
-    assert [c["host"] for c in manager.compute_api.casts] == ["c1"]
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["c2"]
+
+
+def test_a_single_candidate_lacking_a_required_metric_is_placed(manager, ctxt):
+    # nova's rule: one host left after filtering is not weighed, so
+    # MetricsWeigher cannot fail the request.
+    CONF.set_override("weight_setting", ["cpu.percent=-1"], "metrics")
+    manager.compute_node_update(ctxt, compute_report("c1"))  # no metrics
+    spec = boot_request()
+    manager.run_instance(ctxt, spec, "pw", [], None, True, {})
+    assert _vm_state(spec["instance_uuids"][0]) != "error"
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["c1"]

@@ -15,7 +15,7 @@ from tests.unit.scheduler import fakes
 def _weigh(table, weighers=None):
     rows = table.active_rows()
     result = weights.HostWeightHandler.weigh(weighers or [NumInstancesWeigher()],
-                                             table, rows, fakes.make_spec())
+                                             fakes.cycle(table, fakes.make_spec()), rows)
     return [table.states[r].host for r in result.rows], result
 
 

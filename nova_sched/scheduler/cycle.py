@@ -1,0 +1,226 @@
+"""One scheduling cycle: how each instance of a request gets its node.
+
+The steps of one instance's placement, in the order the scheduler takes
+them (kube-scheduler's schedule_one, with nova's names):
+
+1. prepare: count the attempt (``retry``), find where the instance's
+   server group is (``server_groups``), and let every plugin work out what
+   it needs from the request (``CycleState``);
+2. filter and 3. weigh: the driver's decision over the host table;
+4. claim and record: the best node's resources are claimed with the ratios
+   the decision judged it by and, for a boot, the instance's host and node
+   are recorded in the same transaction; a claim lost to another daemon
+   moves on to the next best node;
+5. cast: ``run_instance`` to the chosen compute node;
+6. report: the ``scheduled`` notification and a log line.
+
+``run_instance`` goes through all six steps, ``select_destinations`` stops
+after the claim (its caller builds the instance), ``explain`` after
+weighing. They share ``schedule`` (the loop over a request's instances) and
+``decide``; the manager only adapts RPC calls to them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any, Iterator
+
+from nova_sched import exception
+from nova_sched.db import instances as db_instances
+from nova_sched.scheduler import retry, server_groups
+from nova_sched.scheduler.claims import Claim, ClaimStore, Placement
+from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.decision_stats import DecisionStats
+from nova_sched.scheduler.driver import Decision, Scheduler, Selection
+from nova_sched.scheduler.request import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+# After this many lost claims in one decision the cache is clearly behind
+# the database: re-read it once and decide again before giving up.
+_LOST_CLAIMS_BEFORE_REFRESH = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class BootArgs:
+    """What ``run_instance`` passes through to the compute node untouched."""
+
+    admin_password: Any
+    injected_files: Any
+    requested_networks: Any
+    is_first_time: Any
+    legacy_bdm_in_spec: Any = True
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What became of one instance: its selections, or the error."""
+
+    instance_uuid: str | None
+    selections: list[Selection] = dataclasses.field(default_factory=list)
+    error: Exception | None = None
+
+
+class SchedulingCycle:
+    """Places instances: decide, claim and record, cast, report.
+
+    Decisions in one daemon run one at a time, as kube-scheduler's cycles
+    do; concurrency between daemons is settled by the claims.
+    """
+
+    def __init__(self, driver: Scheduler, host_manager, claims: ClaimStore,
+                 compute_api, notifier):
+        self.driver = driver
+        self.host_manager = host_manager
+        self.claims = claims
+        self.compute_api = compute_api
+        self.notifier = notifier
+        self.stats = DecisionStats()
+        self._lock = threading.Lock()
+
+    # -- a request --------------------------------------------------------
+    def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
+                 alternates: int = 0) -> Iterator[Outcome]:
+        """Place each instance of the request in turn; one Outcome each.
+
+        With ``boot`` each placement is recorded and cast to its node (a
+        failure of one instance leaves the others placed); without it the
+        nodes are only claimed, for a caller that builds the instances
+        itself. A request without instance uuids (select_destinations of
+        Havana's conductor) is decided without claims. DatabaseUnavailable
+        propagates: the whole request must wait for the database.
+        """
+        group = server_groups.resolve(spec, record=True)
+        if boot is not None and retry.is_reschedule(spec):
+            # A compute node gave the instances back: free what they held.
+            self.release(spec.instance_uuids)
+            for uuid in spec.instance_uuids:
+                db_instances.set_scheduling(uuid)
+        uuids = spec.instance_uuids or [None] * spec.num_instances
+        for index, uuid in enumerate(uuids):
+            try:
+                yield Outcome(uuid, self._place(context, spec, group, uuid, index,
+                                                boot, alternates))
+            except exception.DatabaseUnavailable:
+                raise
+            except Exception as err:
+                yield Outcome(uuid, error=err)
+
+    def explain(self, spec: RequestSpec) -> dict:
+        """What a decision would do for the request, claiming nothing."""
+        group = server_groups.resolve(spec, record=False)
+        with self._lock:
+            self.host_manager.refresh()
+            decision = self.decide(spec, group, None)
+        return decision.summary()
+
+    def release(self, instance_uuids: list[str]) -> None:
+        """Give back the instances' claims (their nodes are re-read)."""
+        for node_id in set(self.claims.release(list(instance_uuids))):
+            self.host_manager.refresh_node(node_id)
+
+    def refresh(self) -> None:
+        """Bring the host states up to date between decisions.
+
+        A full resync replaces the table; rows a decision holds must not
+        change meaning under it.
+        """
+        with self._lock:
+            self.host_manager.refresh()
+
+    # -- one instance -------------------------------------------------------
+    def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
+               boot: BootArgs | None, alternates: int) -> list[Selection]:
+        fprops = retry.next_attempt(spec.filter_properties, uuid)
+        spec = dataclasses.replace(spec, filter_properties=fprops)
+        placement_index = index if boot is not None else None
+        with self._lock:
+            self.host_manager.refresh()
+            started = time.perf_counter()
+            try:
+                selections = self._claim_best(spec, group, uuid, placement_index,
+                                              alternates)
+            finally:
+                self.stats.record(time.perf_counter() - started)
+        if boot is not None:
+            try:
+                self._cast(context, spec, uuid, index, selections[0], boot)
+            except Exception:
+                # The instance stays unplaced rather than claimed on a node
+                # that never heard of it.
+                self.release([uuid])
+                db_instances.set_scheduling(uuid)
+                raise
+        return selections
+
+    def decide(self, spec: RequestSpec, group, uuid: str | None) -> Decision:
+        """Steps 1-3: prepare, filter and weigh for one instance."""
+        cycle = CycleState(spec=spec, instance_uuid=uuid,
+                           group=server_groups.for_decision(group, uuid))
+        return self.driver.decide(cycle)
+
+    def _claim_best(self, spec, group, uuid, placement_index, alternates
+                    ) -> list[Selection]:
+        """Step 4: claim the best node that still has room, and record it."""
+        lost = 0
+        for attempt in range(2):
+            decision = self.decide(spec, group, uuid)
+            if not len(decision.order):
+                raise exception.NoValidHost(decision.reason())
+            for position in range(len(decision.order)):
+                chosen = decision.selection(position)
+                claim = Claim(instance_uuid=uuid or "", node_id=chosen.node_id,
+                              memory_mb=spec.memory_mb, vcpus=spec.vcpus,
+                              disk_mb=spec.disk_mb, ratios=chosen.ratios)
+                if uuid:
+                    placement = None if placement_index is None else Placement(
+                        chosen.host, chosen.nodename, placement_index)
+                    try:
+                        self.claims.claim(claim, placement)
+                    except exception.ClaimFailed:
+                        lost += 1
+                        LOG.info("Lost the claim for %s on %s/%s to another "
+                                 "scheduler; trying the next host", uuid,
+                                 chosen.host, chosen.nodename)
+                        self.host_manager.refresh_node(chosen.node_id)
+                        if lost % _LOST_CLAIMS_BEFORE_REFRESH == 0:
+                            break
+                        continue
+                self.host_manager.consume(int(decision.order[position]), claim)
+                rest = range(position + 1, min(position + 1 + alternates,
+                                               len(decision.order)))
+                return [chosen] + [decision.selection(p) for p in rest]
+            if attempt == 0:
+                self.host_manager.refresh(force=True)
+        raise exception.NoValidHost(
+            f"{decision.reason()}; {lost} claims lost to concurrent schedulers")
+
+    def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
+              chosen: Selection, boot: BootArgs) -> None:
+        """Steps 5 and 6: hand the instance to its node and say so."""
+        fprops = spec.filter_properties
+        retry.record_host(fprops, chosen.host, chosen.nodename)
+        fprops["limits"] = chosen.limits
+        request_spec = copy.deepcopy(spec.raw)
+        request_spec.setdefault("instance_properties", {})["launch_index"] = index
+        instance = dict(spec.instance_properties)
+        instance.update(
+            uuid=uuid, host=chosen.host, node=chosen.nodename,
+            vm_state="building", task_state="scheduling", launch_index=index,
+            memory_mb=spec.memory_mb, vcpus=spec.vcpus, root_gb=spec.root_gb,
+            ephemeral_gb=spec.ephemeral_gb, swap=spec.swap)
+        self.notifier.run_instance_scheduled(context, request_spec, chosen.host,
+                                             chosen.weight, uuid)
+        self.compute_api.run_instance(
+            context, instance=instance, host=chosen.host,
+            request_spec=request_spec, filter_properties=fprops,
+            requested_networks=boot.requested_networks,
+            injected_files=boot.injected_files,
+            admin_password=boot.admin_password, is_first_time=boot.is_first_time,
+            node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec)
+        LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
+                 chosen.host, chosen.nodename, chosen.weight)

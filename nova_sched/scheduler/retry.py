@@ -1,0 +1,63 @@
+"""Retry bookkeeping of nova Havana, in one place.
+
+A compute node that fails a build casts ``run_instance`` back to the
+scheduler with ``filter_properties['retry']`` (``num_attempts``, the
+``hosts`` tried as ``[host, node]`` pairs, and ``exc``, the failure). Each
+scheduling attempt counts itself here, RetryFilter keeps the instance off
+the nodes already tried, and past ``[scheduler] max_attempts`` the instance
+fails with "Exceeded max scheduling attempts".
+
+nova's rules: no retry bookkeeping when ``max_attempts`` is 1 or the
+request forces hosts or nodes (rescheduling is disabled then).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+from nova_sched import exception
+from nova_sched.conf import CONF
+from nova_sched.scheduler.request import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+
+def is_reschedule(spec: RequestSpec) -> bool:
+    """Whether a compute node sent the request back after a failed build."""
+    return bool(spec.retry and spec.retry.get("exc"))
+
+
+def next_attempt(filter_properties: dict, instance_uuid: str | None) -> dict:
+    """A copy of ``filter_properties`` counting this attempt.
+
+    NoValidHost when the instance has had its ``max_attempts`` already.
+    """
+    fprops = copy.deepcopy(filter_properties)
+    max_attempts = CONF.scheduler.max_attempts
+    if (max_attempts == 1 or fprops.get("force_hosts")
+            or fprops.get("force_nodes")):
+        return fprops
+    retry = fprops.pop("retry", None) or {}
+    if retry:
+        retry["num_attempts"] = int(retry.get("num_attempts", 1)) + 1
+        retry.setdefault("hosts", [])
+    else:
+        retry = {"num_attempts": 1, "hosts": []}
+    fprops["retry"] = retry
+    if retry.get("exc"):
+        LOG.info("Rescheduling instance %s after a failed build on %s: %s",
+                 instance_uuid, retry["hosts"][-1:] or "?", retry["exc"])
+    if retry["num_attempts"] > max_attempts:
+        raise exception.NoValidHost(
+            f"Exceeded max scheduling attempts {max_attempts} for instance "
+            f"{instance_uuid}. Last exception: {retry.get('exc')}"
+        )
+    return fprops
+
+
+def record_host(filter_properties: dict, host: str, node: str) -> None:
+    """Note the node chosen for this attempt (RetryFilter avoids it next time)."""
+    retry = filter_properties.get("retry")
+    if retry is not None:
+        retry.setdefault("hosts", []).append([host, node])
