@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from nova_sched.scheduler.request import RequestSpec
     from nova_sched.scheduler.server_groups import GroupContext
 
-_UNSET = object()
-
 # The decision asking a plugin host by host right now (custom plugins get
 # only nova's (host_state, spec)); a context variable, so that concurrent
 # decisions in other threads never see it.
@@ -50,7 +48,6 @@ class CycleState:
     table: "HostTable | None" = None
     # Fresh for every decision, even one copied with dataclasses.replace.
     _prepared: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
-    _memo: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     _resources: ResourceView | None = dataclasses.field(default=None, init=False,
                                                         repr=False)
 
@@ -102,13 +99,6 @@ class CycleState:
         if cycle is None or cycle.spec is not spec or cycle.table is not table:
             cycle = CycleState(spec=spec, table=table)
         return column(cycle, np.array([host_state._row]))[0]
-
-    def memo(self, key, compute: Callable[[], Any]) -> Any:
-        """A value shared by the plugins of this decision, computed once."""
-        value = self._memo.get(key, _UNSET)
-        if value is _UNSET:
-            value = self._memo[key] = compute()
-        return value
 
     # -- host figures ---------------------------------------------------------
     @property

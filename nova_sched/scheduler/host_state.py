@@ -357,10 +357,3 @@ class HostTable:
         for row in rows:
             self._arrays["agg_code"][row] = code
             self._arrays["az_code"][row] = zone_code
-
-    def az_codes_matching(self, predicate) -> np.ndarray:
-        """Codes of the zone sets for which ``predicate(zone_set)`` holds."""
-        return np.array(
-            [code for code, zones in enumerate(self.az_sets) if predicate(zones)],
-            dtype=np.int64,
-        )
