@@ -48,6 +48,7 @@ class SchedulerService:
 
     def start(self) -> None:
         self.manager.host_manager.full_resync()
+        self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
         self.server = rpc.get_server(self.transport, target, [self.manager])
         self.server.start()
@@ -88,4 +89,5 @@ class SchedulerService:
             self.server.wait()
         if self._periodic is not None:
             self._periodic.join(timeout=5)
+        self.manager.reports.stop()
         LOG.info("nova-sched %s stopped", CONF.host)

@@ -1,12 +1,18 @@
 """HostManager: the cache of host states every decision reads.
 
 Like kube-scheduler's cache, it is fed by events (compute reports handled
-by this daemon, its own claims and releases) and reconciled with the
-database by reading only the rows whose ``changed_at`` stamp moved since the
-last look, so other daemons' claims and reports show up within
-``_REFRESH_INTERVAL`` seconds without reading every node per request. A full
-reload every ``[scheduler] host_state_resync_interval`` seconds repairs
-anything a clock skew between daemons could have hidden.
+by this daemon, applied from the validated report itself; its own claims
+and releases) and reconciled with the database by reading only the rows
+whose ``changed_at`` stamp moved since the last look, so other daemons'
+claims and reports show up within ``_REFRESH_INTERVAL`` seconds without
+reading every node per request. A full reload every ``[scheduler]
+host_state_resync_interval`` seconds repairs anything a clock skew between
+daemons could have hidden.
+
+Applying a node is cheap when only its figures moved: a report whose
+descriptive fields (capabilities, stats, PCI pools, NUMA cells...) are the
+text the table already holds only updates the row's numbers; texts shared
+by hosts of one model are parsed once.
 
 All reads and writes of the table happen under ``self.lock``.
 """
@@ -41,6 +47,14 @@ _REFRESH_INTERVAL = 0.5
 _OVERLAP_US = 2_000_000
 
 
+# The report fields a HostState is built from; the rest are row numbers.
+_DESCRIPTIVE = ("hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
+                "supported_instances", "stats", "metrics", "pci_stats",
+                "numa_topology")
+# Distinct report texts kept parsed (hosts of one model share most of them).
+_PARSED_TEXTS_MAX = 20_000
+
+
 def _json(text: str | None, default: Any) -> Any:
     if not text:
         return default
@@ -67,6 +81,9 @@ class HostManager:
         self._last_refresh_mono = 0.0
         self._last_full_mono = 0.0
         self._aggregate_stamp: int | None = None
+        # row -> the descriptive texts its HostState was built from.
+        self._described: dict[int, tuple] = {}
+        self._parsed_texts: dict[str, Any] = {}
 
     # -- reconciliation ---------------------------------------------------
     def full_resync(self) -> None:
@@ -77,6 +94,7 @@ class HostManager:
         fresh = HostTable(capacity=max(64, len(nodes)))
         with self.lock:
             self.table = fresh
+            self._described = {}
             self._services = {s["host"]: s for s in services}
             self.table.set_aggregates(aggregates)
             self._aggregate_stamp = stamp
@@ -134,33 +152,33 @@ class HostManager:
             table.states[row].disabled_reason = service["disabled_reason"]
 
     def _apply_node(self, node: Mapping) -> None:
-        table = self.table
-        key = (node["host"], node["hypervisor_hostname"])
+        """A compute_nodes row read from the database (claims included)."""
         if node["deleted"]:
-            row = table.row_of(*key)
+            row = self.table.row_of(node["host"], node["hypervisor_hostname"])
             if row is not None:
-                table.deactivate(row)
+                self.table.deactivate(row)
             return
-        stats = _json(node["stats"], {})
+        self._apply(node, node["id"], claims=node)
+
+    def apply_report(self, values: Mapping, node_id: int) -> None:
+        """A validated report of node ``node_id``: the figures it reports and a
+        heartbeat now. Claims are the scheduler's own and stay as they are."""
+        with self.lock:
+            service = self._services.get(values["host"])
+            if service is not None:
+                self._services[values["host"]] = dict(service,
+                                                      updated_at=db_api.utcnow())
+            self._apply(values, node_id, claims=None, beat=time.time())
+
+    def _apply(self, node: Mapping, node_id: int, claims: Mapping | None,
+               beat: float | None = None) -> None:
+        table = self.table
         service = self._services.get(node["host"])
-        state = HostState(
-            host=node["host"],
-            nodename=node["hypervisor_hostname"],
-            node_id=node["id"],
-            hypervisor_type=node["hypervisor_type"],
-            hypervisor_version=node["hypervisor_version"],
-            hypervisor_hostname=node["hypervisor_hostname"],
-            cpu_info=node["cpu_info"],
-            host_ip=node["host_ip"],
-            supported_instances=_json(node["supported_instances"], []),
-            stats=stats if isinstance(stats, dict) else {},
-            metrics=_json(node["metrics"], []),
-            pci_stats=_json(node.get("pci_stats"), []),
-            numa_topology=_json(node.get("numa_topology"), None),
-            disabled_reason=service["disabled_reason"] if service else None,
-        )
-        io_ops = stats.get("io_workload", node["current_workload"]) if isinstance(
-            stats, dict) else node["current_workload"]
+        row = table.row_of(node["host"], node["hypervisor_hostname"])
+        described = tuple(node.get(field) for field in _DESCRIPTIVE)
+        stats = _json(node.get("stats"), {})
+        stats = stats if isinstance(stats, dict) else {}
+        io_ops = stats.get("io_workload", node.get("current_workload"))
         try:
             io_ops = int(io_ops or 0)
         except (TypeError, ValueError):
@@ -169,25 +187,76 @@ class HostManager:
             "memory_mb": node["memory_mb"] or 0,
             "vcpus": node["vcpus"] or 0,
             "disk_mb": (node["local_gb"] or 0) * 1024,
-            "reserved_memory_mb": node["reserved_host_memory_mb"] or 0,
-            "reserved_disk_mb": node["reserved_host_disk_mb"] or 0,
-            "reserved_cpus": node["reserved_host_cpus"] or 0,
-            "claimed_memory_mb": node["claimed_memory_mb"],
-            "claimed_vcpus": node["claimed_vcpus"],
-            "claimed_disk_mb": node["claimed_disk_mb"],
-            "num_instances": node["claimed_instances"],
+            "reserved_memory_mb": node.get("reserved_host_memory_mb") or 0,
+            "reserved_disk_mb": node.get("reserved_host_disk_mb") or 0,
+            "reserved_cpus": node.get("reserved_host_cpus") or 0,
             "num_io_ops": io_ops,
-            "service_updated": _epoch(service["updated_at"]) if service else 0.0,
             "disabled": bool(service["disabled"]) if service else False,
+            "active": True,
         }
+        if beat is not None:
+            values["service_updated"] = beat
+        elif service is not None:
+            values["service_updated"] = _epoch(service["updated_at"])
+        if claims is not None:
+            values.update(claimed_memory_mb=claims["claimed_memory_mb"],
+                          claimed_vcpus=claims["claimed_vcpus"],
+                          claimed_disk_mb=claims["claimed_disk_mb"],
+                          num_instances=claims["claimed_instances"])
         # The node's own ratios (NULL: none, 0.0 in the table);
         # scheduler.resources decides which ratio applies.
         for resource in RESOURCES:
             values[NODE_RATIO_COLUMNS[resource.name]] = float(
                 node.get(resource.ratio_option) or 0.0)
-        table.upsert(state, values)
+        if (row is not None and self._described.get(row) == described
+                and table.states[row].node_id == node_id):
+            # Only the figures moved: no new HostState, nothing re-parsed.
+            table.update_row(row, values)
+            return
+        state = HostState(
+            host=node["host"],
+            nodename=node["hypervisor_hostname"],
+            node_id=node_id,
+            hypervisor_type=node.get("hypervisor_type"),
+            hypervisor_version=node.get("hypervisor_version"),
+            hypervisor_hostname=node["hypervisor_hostname"],
+            cpu_info=node.get("cpu_info"),
+            host_ip=node.get("host_ip"),
+            supported_instances=self._parsed(node.get("supported_instances"), []),
+            stats=stats,
+            metrics=self._parsed(node.get("metrics"), []),
+            pci_stats=self._parsed(node.get("pci_stats"), []),
+            numa_topology=self._parsed(node.get("numa_topology"), None),
+            disabled_reason=service["disabled_reason"] if service else None,
+        )
+        if claims is None and row is None:
+            values.update(claimed_memory_mb=0, claimed_vcpus=0, claimed_disk_mb=0,
+                          num_instances=0)
+        row = table.upsert(state, values)
+        self._described[row] = described
+
+    def _parsed(self, text: str | None, default: Any) -> Any:
+        """A report's JSON text, parsed once per distinct text: hosts of one
+        model share their capabilities, PCI pools and NUMA cells (and the
+        parsed objects, which nothing modifies). Stats differ per host and
+        are not kept here."""
+        if not text:
+            return default
+        cache = self._parsed_texts
+        value = cache.get(text)
+        if value is None:
+            value = _json(text, default)
+            if len(cache) >= _PARSED_TEXTS_MAX:
+                cache.clear()
+            cache[text] = value
+        return value
 
     # -- events from this daemon ------------------------------------------------
+    def node_id_of(self, host: str, nodename: str) -> int | None:
+        """The id of a node the table holds (None for one it has not seen)."""
+        row = self.table.row_of(host, nodename)
+        return None if row is None else self.table.states[row].node_id
+
     def note_deleted(self, host: str, nodename: str) -> None:
         with self.lock:
             row = self.table.row_of(host, nodename)

@@ -310,6 +310,11 @@ class HostTable:
         self._set_aggregate_codes(state.host, [row])
         return row
 
+    def update_row(self, row: int, values: dict[str, Any]) -> None:
+        """New figures for a node whose report describes it as before."""
+        for name, value in values.items():
+            self._arrays[name][row] = value
+
     def _shared_supported(self, supported: list) -> list:
         try:
             key = tuple(tuple(item) if isinstance(item, (list, tuple)) else item

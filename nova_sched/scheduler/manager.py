@@ -31,6 +31,7 @@ from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
+from nova_sched.scheduler.report_ingest import ReportIngest
 
 LOG = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class SchedulerManager:
             self.host_manager, DatabaseClaims(),
             compute_rpcapi.ComputeAPI(transport), self.notifier)
         self.parked = ParkedRequests()
+        self.reports = ReportIngest(self.host_manager)
 
     # -- run_instance -------------------------------------------------------
     @messaging.expose
@@ -201,20 +203,18 @@ class SchedulerManager:
     # -- host state reports -------------------------------------------------
     @messaging.expose
     def compute_node_update(self, context, compute_node):
-        """Store a compute node's report; it is also the host's heartbeat."""
+        """Take a compute node's report; it is also the host's heartbeat.
+
+        Validated here, then applied to the host table at once and written
+        to the database in batches (``report_ingest``).
+        """
         try:
             values = compute_report.validate(compute_node)
         except exception.InvalidComputeReport as err:
             host = compute_node.get("host") if isinstance(compute_node, dict) else None
             LOG.error("Ignored report from compute host %r: %s", host, err.reason)
             return
-        try:
-            node_id = db_nodes.upsert_report(values, topic=CONF.compute_topic)
-        except exception.DatabaseUnavailable as err:
-            LOG.error("Could not store the report of %s/%s: %s", values["host"],
-                      values["hypervisor_hostname"], err.message)
-            return
-        self.host_manager.refresh_node(node_id)
+        self.reports.submit(values)
 
     @messaging.expose
     def compute_node_delete(self, context, host, nodename):

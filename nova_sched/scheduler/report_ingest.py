@@ -1,0 +1,178 @@
+"""Compute reports in: validated, applied, coalesced, written in batches.
+
+``compute_node_update`` is the busiest cast a scheduler receives: nova's
+computes report every 10 seconds, 1,000 reports a second at 10,000 hosts.
+The RPC handler only validates a report and hands it to ``submit``, which
+
+1. applies it to the in-memory host table at once (from the validated
+   report itself: no read-back), so the next decision sees it;
+2. queues it for the database, keyed by (host, node): a newer report of a
+   node replaces one not yet written, since only the latest matters.
+
+A writer thread takes what is queued and stores it in one transaction per
+batch (``db.compute_nodes.store_reports``), so heartbeats never hold a
+request's thread and the database sees a few statements a second instead
+of a transaction per report. A batch that fails to write is logged and put
+back (unless a newer report of the node arrived meanwhile), then written
+again after ``_RETRY_INTERVAL``: a report is never silently dropped. A
+node the table does not know yet joins it once its row has an id.
+
+Without a running writer (before ``start``, after ``stop``, in tools and
+tests) ``submit`` writes the report through at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Mapping
+
+from nova_sched.conf import CONF
+from nova_sched.db import compute_nodes as db_nodes
+
+LOG = logging.getLogger(__name__)
+
+# Reports per transaction: large enough that a 10,000-host cloud's round
+# of reports is a handful of transactions, small enough that one
+# transaction never holds SQLite's write lock for long.
+BATCH_MAX = 2000
+# Seconds to wait after a failed write before trying the batch again.
+_RETRY_INTERVAL = 1.0
+
+Key = tuple[str, str]
+
+
+class ReportIngest:
+    """The path of compute reports from the RPC handler to table and database."""
+
+    def __init__(self, host_manager,
+                 store: Callable[[list[dict], str], dict[Key, int]] | None = None):
+        self.host_manager = host_manager
+        self._store = store or db_nodes.store_reports
+        self._pending: dict[Key, dict] = {}
+        self._cond = threading.Condition()
+        self._writing = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        # Figures for the log and benchmarks.
+        self.received = 0
+        self.coalesced = 0
+        self.written = 0
+        self.batches = 0
+        self.failed_batches = 0
+
+    # -- the RPC side -------------------------------------------------------
+    def submit(self, values: Mapping) -> None:
+        """Take a validated report (``compute_report.validate``'s values)."""
+        key = (values["host"], values["hypervisor_hostname"])
+        node_id = self.host_manager.node_id_of(*key)
+        if node_id is not None:
+            self.host_manager.apply_report(values, node_id)
+        with self._cond:
+            self.received += 1
+            if self._thread is None:
+                write_through = True
+            else:
+                write_through = False
+                if key in self._pending:
+                    self.coalesced += 1
+                self._pending[key] = dict(values)
+                self._cond.notify()
+        if write_through:
+            self._write([dict(values)])
+
+    # -- the writer -----------------------------------------------------------
+    def start(self) -> None:
+        """Start the writer thread: from now on reports are written in batches."""
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="report-writer",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Write what is queued, then stop the writer."""
+        with self._cond:
+            thread = self._thread
+            if thread is None:
+                return
+            self._stopping = True
+            self._cond.notify_all()
+        thread.join(timeout)
+        with self._cond:
+            self._thread = None
+            left = list(self._pending.values())
+            self._pending.clear()
+        if left and not self._write(left):
+            # The nodes' next reports (to any daemon) bring them back.
+            LOG.error("%d compute reports queued at shutdown could not be "
+                      "stored", len(left))
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until every queued report is written; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._pending or self._writing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(min(remaining, 0.05))
+        return True
+
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._stopping:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                batch = self._take(BATCH_MAX)
+                self._writing = True
+            try:
+                ok = self._write(batch)
+            finally:
+                with self._cond:
+                    self._writing = False
+                    self._cond.notify_all()
+            if not ok:
+                self._put_back(batch)
+                with self._cond:
+                    if self._stopping:
+                        return
+                    self._cond.wait(_RETRY_INTERVAL)
+
+    def _take(self, limit: int) -> list[dict]:
+        keys = list(self._pending)[:limit]
+        return [self._pending.pop(key) for key in keys]
+
+    def _put_back(self, batch: list[dict]) -> None:
+        with self._cond:
+            for values in batch:
+                key = (values["host"], values["hypervisor_hostname"])
+                # A newer report that arrived meanwhile wins.
+                self._pending.setdefault(key, values)
+
+    def _write(self, batch: list[dict]) -> bool:
+        try:
+            ids = self._store(batch, CONF.compute_topic)
+        except Exception as err:  # any failure: the batch is kept, not lost
+            self.failed_batches += 1
+            LOG.error("Could not store %d compute reports (%s: %s); trying "
+                      "again in %.0f s", len(batch), type(err).__name__, err,
+                      _RETRY_INTERVAL)
+            return False
+        self.batches += 1
+        self.written += len(batch)
+        for values in batch:
+            key = (values["host"], values["hypervisor_hostname"])
+            if self.host_manager.node_id_of(*key) != ids[key]:
+                # A node new to this daemon joins the table with its id.
+                self.host_manager.apply_report(values, ids[key])
+        return True
