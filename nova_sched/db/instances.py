@@ -228,6 +228,27 @@ def in_error(uuids: list[str]) -> list[str]:
 
 
 @db_api.retry_on_disconnect
+def where_they_stand(uuids: list[str]) -> dict[str, int]:
+    """How many of ``uuids`` are unrecorded, waiting for a host, placed, in ERROR."""
+    counts = {"not recorded": 0, "waiting for a host": 0, "placed": 0, "error": 0}
+    seen = 0
+    with db_api.session_scope() as session:
+        for chunk in _chunks(uuids):
+            for vm_state, host in session.execute(
+                    sa.select(_INSTANCES.c.vm_state, _INSTANCES.c.host)
+                    .where(_INSTANCES.c.uuid.in_(chunk))):
+                seen += 1
+                if vm_state == "error":
+                    counts["error"] += 1
+                elif host is None:
+                    counts["waiting for a host"] += 1
+                else:
+                    counts["placed"] += 1
+    counts["not recorded"] = len(uuids) - seen
+    return counts
+
+
+@db_api.retry_on_disconnect
 def latest_fault_messages(uuids: list[str]) -> dict[str, str]:
     """uuid -> message of the instance's latest fault, for those that have one."""
     messages: dict[str, str] = {}

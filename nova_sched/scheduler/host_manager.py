@@ -19,9 +19,11 @@ All reads and writes of the table happen under ``self.lock``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
+import sys
 import threading
 import time
 from typing import Any, Mapping
@@ -51,8 +53,21 @@ _OVERLAP_US = 2_000_000
 _DESCRIPTIVE = ("hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
                 "supported_instances", "stats", "metrics", "pci_stats",
                 "numa_topology")
-# Distinct report texts kept parsed (hosts of one model share most of them).
+# Of those, the texts hosts of one model share: kept once (interned), not
+# once per host, and parsed once.
+_SHARED_TEXTS = ("hypervisor_type", "cpu_info", "supported_instances", "pci_stats",
+                 "numa_topology")
+# Distinct report texts kept parsed.
 _PARSED_TEXTS_MAX = 20_000
+
+
+@dataclasses.dataclass
+class _Service:
+    """What the table needs of a host's compute service."""
+
+    disabled: bool
+    reason: str | None
+    updated: float  # epoch seconds of the last heartbeat
 
 
 def _json(text: str | None, default: Any) -> Any:
@@ -76,7 +91,7 @@ class HostManager:
     def __init__(self):
         self.lock = threading.RLock()
         self.table = HostTable()
-        self._services: dict[str, Mapping] = {}
+        self._services: dict[str, _Service] = {}
         self._last_refresh_us = 0
         self._last_refresh_mono = 0.0
         self._last_full_mono = 0.0
@@ -95,7 +110,9 @@ class HostManager:
         with self.lock:
             self.table = fresh
             self._described = {}
-            self._services = {s["host"]: s for s in services}
+            self._services = {}
+            for service in services:
+                self._remember_service(service)
             self.table.set_aggregates(aggregates)
             self._aggregate_stamp = stamp
             for row in nodes:
@@ -141,15 +158,18 @@ class HostManager:
                 self._apply_node(node)
 
     # -- applying rows ------------------------------------------------------
-    def _apply_service(self, service: Mapping) -> None:
-        self._services[service["host"]] = service
-        updated = _epoch(service["updated_at"])
-        disabled = bool(service["disabled"])
+    def _remember_service(self, row: Mapping) -> _Service:
+        service = self._services[row["host"]] = _Service(
+            bool(row["disabled"]), row["disabled_reason"], _epoch(row["updated_at"]))
+        return service
+
+    def _apply_service(self, row: Mapping) -> None:
+        service = self._remember_service(row)
         table = self.table
-        for row in table.host_rows.get(service["host"], []):
-            table.columns["service_updated"][row] = updated
-            table.columns["disabled"][row] = disabled
-            table.states[row].disabled_reason = service["disabled_reason"]
+        for table_row in table.host_rows.get(row["host"], []):
+            table.columns["service_updated"][table_row] = service.updated
+            table.columns["disabled"][table_row] = service.disabled
+            table.states[table_row].disabled_reason = service.reason
 
     def _apply_node(self, node: Mapping) -> None:
         """A compute_nodes row read from the database (claims included)."""
@@ -163,19 +183,22 @@ class HostManager:
     def apply_report(self, values: Mapping, node_id: int) -> None:
         """A validated report of node ``node_id``: the figures it reports and a
         heartbeat now. Claims are the scheduler's own and stay as they are."""
+        now = time.time()
         with self.lock:
             service = self._services.get(values["host"])
-            if service is not None:
-                self._services[values["host"]] = dict(service,
-                                                      updated_at=db_api.utcnow())
-            self._apply(values, node_id, claims=None, beat=time.time())
+            if service is None:
+                self._services[values["host"]] = _Service(False, None, now)
+            else:
+                service.updated = now
+            self._apply(values, node_id, claims=None)
 
-    def _apply(self, node: Mapping, node_id: int, claims: Mapping | None,
-               beat: float | None = None) -> None:
+    def _apply(self, node: Mapping, node_id: int, claims: Mapping | None) -> None:
         table = self.table
         service = self._services.get(node["host"])
         row = table.row_of(node["host"], node["hypervisor_hostname"])
-        described = tuple(node.get(field) for field in _DESCRIPTIVE)
+        described = tuple(
+            sys.intern(node[field]) if field in _SHARED_TEXTS and node.get(field)
+            else node.get(field) for field in _DESCRIPTIVE)
         stats = _json(node.get("stats"), {})
         stats = stats if isinstance(stats, dict) else {}
         io_ops = stats.get("io_workload", node.get("current_workload"))
@@ -191,13 +214,10 @@ class HostManager:
             "reserved_disk_mb": node.get("reserved_host_disk_mb") or 0,
             "reserved_cpus": node.get("reserved_host_cpus") or 0,
             "num_io_ops": io_ops,
-            "disabled": bool(service["disabled"]) if service else False,
+            "disabled": service.disabled if service else False,
+            "service_updated": service.updated if service else 0.0,
             "active": True,
         }
-        if beat is not None:
-            values["service_updated"] = beat
-        elif service is not None:
-            values["service_updated"] = _epoch(service["updated_at"])
         if claims is not None:
             values.update(claimed_memory_mb=claims["claimed_memory_mb"],
                           claimed_vcpus=claims["claimed_vcpus"],
@@ -213,21 +233,22 @@ class HostManager:
             # Only the figures moved: no new HostState, nothing re-parsed.
             table.update_row(row, values)
             return
+        text = dict(zip(_DESCRIPTIVE, described))
         state = HostState(
             host=node["host"],
             nodename=node["hypervisor_hostname"],
             node_id=node_id,
-            hypervisor_type=node.get("hypervisor_type"),
-            hypervisor_version=node.get("hypervisor_version"),
+            hypervisor_type=text["hypervisor_type"],
+            hypervisor_version=text["hypervisor_version"],
             hypervisor_hostname=node["hypervisor_hostname"],
-            cpu_info=node.get("cpu_info"),
-            host_ip=node.get("host_ip"),
-            supported_instances=self._parsed(node.get("supported_instances"), []),
+            cpu_info=text["cpu_info"],
+            host_ip=text["host_ip"],
+            supported_instances=self._parsed(text["supported_instances"], []),
             stats=stats,
-            metrics=self._parsed(node.get("metrics"), []),
-            pci_stats=self._parsed(node.get("pci_stats"), []),
-            numa_topology=self._parsed(node.get("numa_topology"), None),
-            disabled_reason=service["disabled_reason"] if service else None,
+            metrics=_json(text["metrics"], []),
+            pci_stats=self._parsed(text["pci_stats"], []),
+            numa_topology=self._parsed(text["numa_topology"], None),
+            disabled_reason=service.reason if service else None,
         )
         if claims is None and row is None:
             values.update(claimed_memory_mb=0, claimed_vcpus=0, claimed_disk_mb=0,

@@ -42,7 +42,7 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
     fleet = flavors.fleet(rng, hosts)
     requests = flavors.boot_requests(rng, instances)
     tracker = boot.BootTracker(window)
-    with cloud.embedded_config():
+    with cloud.embedded_config(hosts):
         sim = cloud.EmbeddedCloud(fleet, tracker.note_arrival)
         try:
             sim.start()
@@ -65,12 +65,13 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
                 raise RuntimeError(f"the compute-api client failed: "
                                    f"{outcome.client_error!r}")
             reschedules = sum(n.builds_failed_total for n in sim.nodes.values())
+            state_mb = report.state_bytes(sim.host_manager) / 2**20
         finally:
             sim.stop()
         summary = report.summarize(
             hosts=hosts, instances=instances, requests=requests, seed=seed,
             tracker=tracker, outcome=outcome, stats=sim.decision_stats,
             startup_s=startup_s, total_s=time.perf_counter() - started,
-            window=tracker.window, reschedules=reschedules)
+            window=tracker.window, reschedules=reschedules, state_mb=state_mb)
         usage = report.host_usage()
     return SimResult(summary=summary, usage=usage, shapes=sim.shapes)

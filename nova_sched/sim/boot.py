@@ -125,6 +125,24 @@ class BootOutcome:
     last_done: float
     gave_up: bool
     client_error: BaseException | None
+    # Why the run stopped waiting, when it did (gave_up).
+    stall_reason: str | None = None
+
+
+def _stall_reason(in_flight: list[str], stall_timeout: float) -> str:
+    """What the instances the run waited for were doing when it gave up."""
+    standing = db_instances.where_they_stand(in_flight)
+    parts = ", ".join(f"{count} {what}" for what, count in standing.items() if count)
+    hint = ""
+    if standing["not recorded"]:
+        hint = ("; unrecorded instances mean the scheduler had not taken their "
+                "request off its queue")
+    elif standing["waiting for a host"]:
+        hint = "; the scheduler was still deciding"
+    elif standing["placed"]:
+        hint = "; their compute casts never reached the fleet"
+    return (f"nothing finished for {stall_timeout:.0f} s with {len(in_flight)} "
+            f"instances in flight ({parts or 'none found'}){hint}")
 
 
 def _client(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
@@ -162,6 +180,7 @@ def boot(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
     last_progress = time.monotonic()
     last_count = -1
     gave_up = False
+    stall_reason = None
     next_poll = 0.0
     while tracker.completed < total:
         now = time.monotonic()
@@ -176,9 +195,11 @@ def boot(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
             last_count, last_progress = count, now
         elif now - last_progress > stall_timeout:
             gave_up = True
+            stall_reason = _stall_reason(tracker.outstanding(), stall_timeout)
             break
         if errors and not client.is_alive() and not tracker.outstanding():
             gave_up = True  # the client died: what it never cast never ends
+            stall_reason = f"the compute-api client failed: {errors[0]!r}"
             break
         if progress is not None:
             progress(count, len(tracker.arrived_at), len(tracker.failed_at))
@@ -187,4 +208,5 @@ def boot(scheduler_api, requests: list[BootRequest], tracker: BootTracker,
     client.join(timeout=5)
     last = tracker.last_completion() or time.perf_counter()
     return BootOutcome(first_cast=first_cast, last_done=last, gave_up=gave_up,
-                       client_error=errors[0] if errors else None)
+                       client_error=errors[0] if errors else None,
+                       stall_reason=stall_reason)

@@ -69,8 +69,16 @@ ArrivalCallback = Callable[[str, str, float], None]
 LISTENER_POLL_INTERVAL = 0.002
 
 
+# Heartbeats per second the demo's fleet may send once it is up: one
+# process carries the daemon, the fleet and the client, so for large fleets
+# the demo lengthens service_down_time (nodes re-report at 0.75 of it)
+# rather than let heartbeats crowd out the boots it is there to show.
+# bench/e2e_bench.py measures real heartbeat rates over RabbitMQ.
+DEMO_HEARTBEATS_PER_SECOND = 250
+
+
 @contextlib.contextmanager
-def embedded_config() -> Iterator[None]:
+def embedded_config(hosts: int = 0) -> Iterator[None]:
     """Point CONF at the in-memory transport and database, then undo it.
 
     The overrides and the logger levels are restored on the way out, so a
@@ -88,6 +96,9 @@ def embedded_config() -> Iterator[None]:
         ("heartbeat_timeout_threshold", 0, "oslo_messaging_rabbit"),
         ("connection", DATABASE_URL, "database"),
         ("host", SCHEDULER_HOST, None),
+        ("service_down_time", max(CONF.service_down_time,
+                                  int(hosts / DEMO_HEARTBEATS_PER_SECOND / 0.75) + 1),
+         None),
     )
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     for name, level in _QUIET_LOGGERS.items():
@@ -222,6 +233,12 @@ class EmbeddedCloud:
         self.scheduler_api: SchedulerAPI | None = None
         self._compute_server = None
         self._reporter: HeartbeatReporter | None = None
+
+    @property
+    def host_manager(self):
+        """The daemon's host-state cache."""
+        assert self.service is not None
+        return self.service.manager.host_manager
 
     @property
     def decision_stats(self):

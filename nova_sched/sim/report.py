@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import collections
 import re
+import resource
+import sys
 from typing import Any
 
 import numpy as np
@@ -113,9 +115,40 @@ def _shares(usage: list[dict], resource: str) -> np.ndarray:
         return np.where(allocatable > 0, claimed / allocatable, 0.0)
 
 
+def state_bytes(host_manager) -> int:
+    """Bytes the scheduler's in-memory host state takes.
+
+    The host table's columns, every host state with what it holds (each
+    object counted once, however many hosts share it), and the host
+    manager's indexes. Not the fleet, the database or the messaging that
+    share the demo's process.
+    """
+    seen: set[int] = set()
+    total = 0
+    stack: list[Any] = [host_manager.table.states, host_manager.table.index,
+                        host_manager.table.host_rows, host_manager.table.node_rows,
+                        host_manager._described, host_manager._services,
+                        host_manager._parsed_texts]
+    total += sum(a.nbytes for a in host_manager.table.columns.values())
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (np.ndarray, type)):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif hasattr(obj, "__dict__") and not callable(obj):
+            stack.append(vars(obj))
+    return total
+
+
 def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outcome,
               stats, startup_s: float, total_s: float, window: int,
-              reschedules: int) -> dict[str, Any]:
+              reschedules: int, state_mb: float) -> dict[str, Any]:
     """The run's figures as one JSON-ready dict."""
     failed = sorted(tracker.failed_at)
     boot_s = max(outcome.last_done - outcome.first_cast, 1e-9)
@@ -156,6 +189,11 @@ def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outco
         "elapsed_s": {"startup": round(startup_s, 2), "boot": round(boot_s, 2),
                       "total": round(total_s, 2)},
         "gave_up": outcome.gave_up,
+        "stall_reason": outcome.stall_reason,
+        # The scheduler's host state, and the whole demo process's peak.
+        "scheduler_state_mb": round(state_mb, 1),
+        "process_peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
 
 
@@ -177,6 +215,8 @@ def format_text(summary: dict[str, Any]) -> str:
     if s["lost"]:
         lines.append(f"  unfinished          {s['lost']} (neither placed nor failed "
                      "when the run gave up)")
+    if s.get("stall_reason"):
+        lines.append(f"  gave up: {s['stall_reason']}")
     if s["reschedules"]:
         lines.append(f"  reschedules         {s['reschedules']} (builds refused by "
                      "a fake node and sent back)")
@@ -202,6 +242,8 @@ def format_text(summary: dict[str, Any]) -> str:
     e = s["elapsed_s"]
     lines.append(f"  wall time           {e['total']:.1f} s (startup {e['startup']:.1f} s, "
                  f"boot {e['boot']:.1f} s)")
+    lines.append(f"  memory              scheduler state {s['scheduler_state_mb']:.0f} MB "
+                 f"(whole demo process peak {s['process_peak_rss_mb']:.0f} MB)")
     return "\n".join(lines)
 
 

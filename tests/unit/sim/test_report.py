@@ -98,3 +98,15 @@ def test_the_demo_reads_the_database_only_through_db_functions():
             for name in names:
                 assert not name.startswith("sqlalchemy"), (path.name, name)
                 assert name not in ("nova_sched.db.models",), (path.name, name)
+
+
+def test_a_stalled_run_says_where_its_instances_stand(db):
+    from nova_sched.sim import boot
+
+    db_instances.ensure_instances(["waiting", "placed", "failed"], {})
+    db_instances.mark_active("placed", "h1", "h1")
+    db_instances.mark_error("failed", "boom")
+    reason = boot._stall_reason(["waiting", "placed", "failed", "never-seen"], 60)
+    assert reason.startswith("nothing finished for 60 s with 4 instances in flight")
+    assert ("1 not recorded, 1 waiting for a host, 1 placed, 1 error" in reason)
+    assert "had not taken their request off its queue" in reason
