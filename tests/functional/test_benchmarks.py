@@ -1,0 +1,35 @@
+"""Every benchmark under bench/ runs, in its short smoke form.
+
+The benchmarks print figures; what is checked here is what they check
+themselves: the column-wise decisions choose what the per-host reference
+chooses, nothing is lost end to end, a restarted daemon answers. Timings
+are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cloudlib
+
+pytestmark = pytest.mark.integration
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _smoke(script: str, *args: str, timeout: float = 300) -> str:
+    done = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=cloudlib.subprocess_env(), stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, (
+        f"{script} --smoke exited {done.returncode}\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def test_startup_bench_smoke(rabbitmq):
+    out = _smoke("startup_bench.py")
+    assert "first answer after" in out
