@@ -61,49 +61,81 @@ _CHUNK = 500
 
 
 @db_api.retry_on_disconnect
-def store_reports(reports: list[dict[str, Any]], topic: str = "compute"
+def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
+                  known_ids: dict[tuple[str, str], int] | None = None
                   ) -> dict[tuple[str, str], int]:
     """Store validated reports and beat their hosts' heartbeats, in one
     transaction; (host, node) -> node id of each.
 
     The batch form of ``upsert_report`` for a daemon ingesting thousands of
-    reports a second: a few statements per batch instead of a transaction
-    per report. Claimed totals are never touched.
+    reports a second: a few executemany statements per batch instead of a
+    transaction per report. ``known_ids`` are the ids the caller already
+    knows (nodes it has seen stored); only the others are looked up, and
+    only their hosts' services are checked for existence. Claimed totals
+    are never touched.
     """
     if not reports:
         return {}
     now = db_api.utcnow()
     stamp = db_api.now_us()
+    known_ids = known_ids or {}
     keys = [(r["host"], r["hypervisor_hostname"]) for r in reports]
-    hosts = sorted({host for host, _ in keys})
     with db_api.transaction() as conn:
-        ids = _node_ids(conn, hosts)
-        new_keys = {key for key in keys if key not in ids}
-        new = [r for r, key in zip(reports, keys) if key in new_keys]
-        if new:
-            conn.execute(sa.insert(_NODES), [
-                dict(r, deleted=False, created_at=now, updated_at=now,
-                     changed_at=stamp, claimed_memory_mb=0, claimed_vcpus=0,
-                     claimed_disk_mb=0, claimed_instances=0) for r in new])
-            ids = _node_ids(conn, hosts)
+        ids = {key: known_ids[key] for key in keys if key in known_ids}
+        unknown_hosts = sorted({host for key in keys if key not in ids
+                                for host in key[:1]})
+        if unknown_hosts:
+            ids.update(_node_ids(conn, unknown_hosts))
+            new_keys = {key for key in keys if key not in ids}
+            if new_keys:
+                conn.execute(sa.insert(_NODES), [
+                    dict(r, deleted=False, created_at=now, updated_at=now,
+                         changed_at=stamp, claimed_memory_mb=0, claimed_vcpus=0,
+                         claimed_disk_mb=0, claimed_instances=0)
+                    for r, key in zip(reports, keys) if key in new_keys])
+                ids.update(_node_ids(conn, unknown_hosts))
+        else:
+            new_keys = set()
         # One executemany per shape of report (reports of one kind of
         # compute carry the same fields; an absent field keeps its value).
         shapes: dict[tuple[str, ...], list[dict]] = {}
         for report, key in zip(reports, keys):
             if key in new_keys:
                 continue
-            fields = tuple(sorted(report))
             params = {f"v_{k}": v for k, v in report.items()}
             params["v_id"] = ids[key]
-            shapes.setdefault(fields, []).append(params)
+            params["v_now"] = now
+            params["v_stamp"] = stamp
+            shapes.setdefault(tuple(sorted(report)), []).append(params)
         for fields, params in shapes.items():
-            conn.execute(
-                sa.update(_NODES).where(_NODES.c.id == sa.bindparam("v_id")).values(
-                    {**{k: sa.bindparam(f"v_{k}") for k in fields},
-                     "deleted": False, "updated_at": now, "changed_at": stamp}),
-                params)
-        _beat_many(conn, hosts, topic, now, stamp)
+            conn.execute(_update_statement(fields), params)
+        conn.execute(_BEAT, [{"b_host": host, "b_now": now, "b_stamp": stamp}
+                             for host in sorted({host for host, _ in keys})])
+        if unknown_hosts:
+            _add_missing_services(conn, unknown_hosts, topic, now, stamp)
     return {key: ids[key] for key in keys}
+
+
+# Statements of the report path, built once (composing and compiling them
+# per batch cost more than running them).
+_BEAT = (sa.update(_SERVICES)
+         .where(_SERVICES.c.host == sa.bindparam("b_host"),
+                _SERVICES.c.binary == COMPUTE_BINARY)
+         .values(updated_at=sa.bindparam("b_now"),
+                 changed_at=sa.bindparam("b_stamp")))
+_UPDATES: dict[tuple[str, ...], Any] = {}
+
+
+def _update_statement(fields: tuple[str, ...]):
+    """The UPDATE of one shape of report (the fields it carries)."""
+    statement = _UPDATES.get(fields)
+    if statement is None:
+        statement = _UPDATES[fields] = (
+            sa.update(_NODES).where(_NODES.c.id == sa.bindparam("v_id")).values(
+                {**{k: sa.bindparam(f"v_{k}") for k in fields},
+                 "deleted": False, "updated_at": sa.bindparam("v_now"),
+                 "changed_at": sa.bindparam("v_stamp")}))
+    return statement
 
 
 def _node_ids(conn, hosts: list[str]) -> dict[tuple[str, str], int]:
@@ -116,19 +148,14 @@ def _node_ids(conn, hosts: list[str]) -> dict[tuple[str, str], int]:
     return found
 
 
-def _beat_many(conn, hosts: list[str], topic: str, now, stamp: int) -> None:
-    """The hosts' compute services reported now (created when new)."""
+def _add_missing_services(conn, hosts: list[str], topic: str, now, stamp: int) -> None:
+    """Compute services for the hosts that have none yet."""
     known: set[str] = set()
     for start in range(0, len(hosts), _CHUNK):
-        chunk = hosts[start:start + _CHUNK]
         known.update(conn.execute(
             sa.select(_SERVICES.c.host).where(
-                _SERVICES.c.host.in_(chunk),
+                _SERVICES.c.host.in_(hosts[start:start + _CHUNK]),
                 _SERVICES.c.binary == COMPUTE_BINARY)).scalars())
-        conn.execute(
-            sa.update(_SERVICES).where(_SERVICES.c.host.in_(chunk),
-                                       _SERVICES.c.binary == COMPUTE_BINARY)
-            .values(updated_at=now, changed_at=stamp))
     missing = [h for h in hosts if h not in known]
     if missing:
         conn.execute(sa.insert(_SERVICES), [

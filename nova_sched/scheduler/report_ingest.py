@@ -37,6 +37,11 @@ LOG = logging.getLogger(__name__)
 # of reports is a handful of transactions, small enough that one
 # transaction never holds SQLite's write lock for long.
 BATCH_MAX = 2000
+# Seconds between batches: reports gather for this long (or until a batch
+# is full), so a batch's fixed cost is shared by hundreds of reports rather
+# than paid for every few. A node's heartbeat reaches the database this much
+# later; the daemon that took the report applies it to its table at once.
+_BATCH_INTERVAL = 0.25
 # Seconds to wait after a failed write before trying the batch again.
 _RETRY_INTERVAL = 1.0
 
@@ -47,7 +52,8 @@ class ReportIngest:
     """The path of compute reports from the RPC handler to table and database."""
 
     def __init__(self, host_manager,
-                 store: Callable[[list[dict], str], dict[Key, int]] | None = None):
+                 store: Callable[[list[dict], str, dict[Key, int]], dict[Key, int]]
+                 | None = None):
         self.host_manager = host_manager
         self._store = store or db_nodes.store_reports
         self._pending: dict[Key, dict] = {}
@@ -127,14 +133,22 @@ class ReportIngest:
             return len(self._pending)
 
     def _run(self) -> None:
+        last_batch = 0.0
         while True:
             with self._cond:
-                while not self._pending and not self._stopping:
-                    self._cond.wait()
+                while not self._stopping:
+                    if not self._pending:
+                        self._cond.wait()
+                        continue
+                    gather = last_batch + _BATCH_INTERVAL - time.monotonic()
+                    if gather <= 0 or len(self._pending) >= BATCH_MAX:
+                        break
+                    self._cond.wait(gather)
                 if not self._pending:
                     return
                 batch = self._take(BATCH_MAX)
                 self._writing = True
+                last_batch = time.monotonic()
             try:
                 ok = self._write(batch)
             finally:
@@ -160,8 +174,14 @@ class ReportIngest:
                 self._pending.setdefault(key, values)
 
     def _write(self, batch: list[dict]) -> bool:
+        known = {}
+        for values in batch:
+            key = (values["host"], values["hypervisor_hostname"])
+            node_id = self.host_manager.node_id_of(*key)
+            if node_id is not None:
+                known[key] = node_id
         try:
-            ids = self._store(batch, CONF.compute_topic)
+            ids = self._store(batch, CONF.compute_topic, known)
         except Exception as err:  # any failure: the batch is kept, not lost
             self.failed_batches += 1
             LOG.error("Could not store %d compute reports (%s: %s); trying "
