@@ -33,3 +33,8 @@ def _smoke(script: str, *args: str, timeout: float = 300) -> str:
 def test_startup_bench_smoke(rabbitmq):
     out = _smoke("startup_bench.py")
     assert "first answer after" in out
+
+
+def test_e2e_bench_smoke(rabbitmq):
+    out = _smoke("e2e_bench.py")
+    assert "LOST (neither arrived nor ERROR)" in out
