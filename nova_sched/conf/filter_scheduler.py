@@ -56,6 +56,31 @@ filter_scheduler_opts = [
         "best-weighed hosts. 1 is deterministic; larger values reduce "
         "collisions between schedulers placing similar requests.",
     ),
+    cfg.IntOpt(
+        "max_hosts_to_score",
+        default=0,
+        min=0,
+        help="Candidate sampling (kube-scheduler's percentageOfNodesToScore): "
+        "weigh at most this many of the hosts that pass the filters. 0 weighs "
+        "them all. The sample is a window that moves on by its own size at "
+        "every decision over the passing hosts (in table order, wrapping "
+        "around), so every host is weighed in turn. A decision then costs "
+        "about the same whatever the size of the cloud, but the best host "
+        "of the cloud is only chosen when it is in the window; explain "
+        "reports which hosts were left out. Never fewer than "
+        "host_subset_size hosts.",
+    ),
+    cfg.IntOpt(
+        "percentage_of_hosts_to_score",
+        default=100,
+        min=1,
+        max=100,
+        help="Candidate sampling: weigh at most this percentage of the hosts "
+        "that pass the filters, but never fewer than 100 of them (or all "
+        "when fewer pass). 100 weighs them all. With max_hosts_to_score "
+        "also set, the smaller sample wins. See max_hosts_to_score for how "
+        "the sample is chosen and what it trades.",
+    ),
     cfg.FloatOpt(
         "ram_allocation_ratio",
         default=1.5,

@@ -75,19 +75,28 @@ def metadata(aggregates: Iterable[AggregateInfo]) -> dict[str, set[str]]:
     return merged
 
 
-def per_row(table, rows: np.ndarray,
+def per_row(table, rows: np.ndarray | None,
             value_of: Callable[[tuple[AggregateInfo, ...]], Any],
-            dtype=np.float64) -> np.ndarray:
-    """``value_of(the host's aggregates)`` for each of ``rows``.
+            dtype=np.float64, name: Any = None) -> np.ndarray:
+    """``value_of(the host's aggregates)`` for each of ``rows`` (None: every
+    row of the table).
 
-    Asked once per distinct set of aggregates among the rows.
+    Asked once per set of aggregates (of those among the rows when the
+    table has many sets). With a ``name``, ``value_of`` depends on the
+    aggregates alone and the table keeps its answers under that name until
+    the aggregates change.
     """
-    rows = np.asarray(rows, dtype=np.int64)
-    codes = table.col("agg_code")[rows]
-    sets = table.aggregate_sets
-    return alike_hosts.judge_rows(
-        rows, codes, lambda row: value_of(sets[int(table.columns["agg_code"][row])]),
-        dtype=dtype)
+    if rows is None:
+        rows = np.arange(table.size)
+        codes = table.col("agg_code")
+    else:
+        rows = np.asarray(rows, dtype=np.int64)
+        codes = table.col("agg_code").take(rows)
+    if name is not None:
+        values = table.kinds.per_aggregate_set(name, value_of)
+        return np.asarray(values, dtype=dtype).take(codes)
+    return alike_hosts.judge_kinds(rows, codes, table.aggregate_sets, value_of,
+                                   dtype=dtype)
 
 
 def mask(table, rows: np.ndarray,

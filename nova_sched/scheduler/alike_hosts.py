@@ -6,6 +6,11 @@ depends on a host only through such a key asks ``judge_rows`` to work it
 out once per distinct key among the candidate rows and spreads the answer
 to the others, which keeps a decision over 100,000 nodes to a few dozen
 evaluations instead of 100,000.
+
+When the keys are codes into a short list of values (the kind codes the
+host table keeps, ``scheduler.host_kinds``, or its aggregate-set codes),
+``judge_kinds`` judges each value instead of a row of each kind: with few
+values it does not even need to find which of them the rows use.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ def judge_rows(rows: np.ndarray, keys: np.ndarray | Callable[[int], Hashable],
         present = np.flatnonzero(first >= 0)
         lut = np.zeros(high + 1, dtype=dtype)
         lut[present] = [judge_row(int(rows[first[code]])) for code in present]
-        return lut[keys]
+        return lut.take(keys)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     verdicts = np.asarray([judge_row(int(rows[i])) for i in first], dtype=dtype)
     return verdicts[inverse]
@@ -58,3 +63,19 @@ def _judge_by_function(rows, key_of, judge_row, dtype) -> np.ndarray:
             verdict = seen[key] = judge_row(row)
         verdicts.append(verdict)
     return np.array(verdicts, dtype=dtype)
+
+
+def judge_kinds(rows: np.ndarray, codes: np.ndarray, values: list,
+                judge_value: Callable[[Any], Any], dtype=bool) -> np.ndarray:
+    """``judge_value(values[code])`` for each of ``rows``, once per value.
+
+    ``codes`` is aligned with ``rows`` and indexes ``values``. With fewer
+    values than a quarter of the rows, every value is judged and the
+    verdicts picked by code; otherwise only the values the rows use.
+    """
+    codes = np.asarray(codes)
+    if len(values) * 4 <= len(codes):
+        verdicts = np.array([judge_value(value) for value in values], dtype=dtype)
+        return verdicts.take(codes)
+    return judge_rows(np.arange(len(codes)), codes,
+                      lambda i: judge_value(values[int(codes[i])]), dtype)

@@ -118,4 +118,5 @@ class CycleState:
             return default
         return aggregate_metadata.per_row(
             self.table, rows,
-            lambda aggs: aggregate_metadata.number(aggs, key, default, cast))
+            lambda aggs: aggregate_metadata.number(aggs, key, default, cast),
+            name=("aggregate_number", key, default, cast))

@@ -10,6 +10,7 @@ order they should be tried, with the diagnosis of what each filter removed.
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from nova_sched import exception
 from nova_sched.scheduler import loadables
 from nova_sched.scheduler.cycle_state import CycleState
 from nova_sched.scheduler.filters import FilterResult
-from nova_sched.scheduler.weights import WeighResult
+from nova_sched.scheduler.weights import Ranking, WeighResult
 
 DRIVER_ALIASES = {
     "filter_scheduler": "nova_sched.scheduler.filter_scheduler.FilterScheduler",
@@ -53,14 +54,16 @@ class Selection:
 class Decision:
     """Candidates of one decision in the order to try them, and why others lost.
 
-    ``order`` holds table rows: the first is the choice, the rest the
+    ``order`` is a sequence of table rows (a ``weights.Ranking``, or an
+    array for drivers that shuffle): the first is the choice, the rest the
     fallbacks when a claim is lost and the alternates returned to callers.
+    With candidate sampling, ``weighed`` holds the sampled hosts only.
     """
 
     cycle: CycleState
     filtered: FilterResult
     weighed: WeighResult
-    order: np.ndarray
+    order: Sequence
     driver: "Scheduler"
 
     def reason(self) -> str:
@@ -70,26 +73,42 @@ class Decision:
         """The candidate at ``position`` of the order, ready to claim."""
         row = int(self.order[position])
         state = self.cycle.table.states[row]
-        where = np.flatnonzero(self.weighed.rows == row)
-        weight = float(self.weighed.totals[where[0]]) if len(where) else 0.0
+        if isinstance(self.order, Ranking):
+            weight = self.order.weight(position)
+        else:
+            where = np.flatnonzero(self.weighed.candidates == row)
+            weight = float(self.weighed.weights[where[0]]) if len(where) else 0.0
         return Selection(host=state.host, nodename=state.nodename,
                          node_id=state.node_id,
                          limits=self.driver.limits(self.cycle, row), weight=weight,
                          ratios=self.cycle.resources.ratios_at(row))
 
     def summary(self) -> dict:
-        """``explain``'s answer: survivors in weighed order, removals per filter."""
+        """``explain``'s answer: survivors in weighed order, removals per filter
+        and, when only a sample of the survivors was weighed, the others."""
         states = self.cycle.table.states
+        contributions = self.weighed.contributions
+        totals = self.weighed.totals
         hosts = [{
             "host": states[row].host,
             "nodename": states[row].nodename,
-            "weight": float(self.weighed.totals[i]),
+            "weight": float(totals[i]),
             "weights": {name: float(share[i]) for name, share
-                        in self.weighed.contributions.items()},
-        } for i, row in enumerate(self.weighed.rows)]
-        removed = {name: [[states[r].host, states[r].nodename] for r in rows]
+                        in contributions.items()},
+        } for i, row in enumerate(self.weighed.rows.tolist())]
+        removed = {name: [[states[r].host, states[r].nodename] for r in rows.tolist()]
                    for name, rows in self.filtered.removed}
-        return {"hosts": hosts, "removed": removed, "reason": self.reason()}
+        summary = {"hosts": hosts, "removed": removed, "reason": self.reason()}
+        feasible = self.filtered.rows
+        if len(self.weighed.candidates) < len(feasible):
+            left_out = feasible[~np.isin(feasible, self.weighed.candidates)]
+            summary["sampling"] = {
+                "feasible": len(feasible),
+                "weighed": len(self.weighed.candidates),
+                "not_weighed": [[states[r].host, states[r].nodename]
+                                for r in left_out.tolist()],
+            }
+        return summary
 
 
 class Scheduler:

@@ -8,14 +8,22 @@ One decision, in order (kube-scheduler's PreFilter, Filter, Score):
    ``force_hosts``/``force_nodes`` only those, and then filters are skipped
    (nova's rule);
 3. filter: the enabled filters in order, each recording what it removed;
-4. weigh: normalised weighers times multipliers, best first; then a
+4. sample: with ``max_hosts_to_score`` or ``percentage_of_hosts_to_score``
+   set, only a window of the hosts that passed is weighed (off by default);
+5. weigh: normalised weighers times multipliers, best first; then a
    random node among the best ``host_subset_size`` is moved to the front.
+   Only the first few candidates are put in order unless more are read
+   (a lost claim, alternates, explain).
 
 Claiming the chosen node is the scheduling cycle's step, not the driver's.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import logging
+import math
 import random
 
 import numpy as np
@@ -23,8 +31,53 @@ import numpy as np
 from nova_sched.conf import CONF
 from nova_sched.scheduler import driver
 from nova_sched.scheduler.cycle_state import CycleState
-from nova_sched.scheduler.filters import HostFilterHandler
+from nova_sched.scheduler.filters import HostFilterHandler, among
 from nova_sched.scheduler.weights import HostWeightHandler
+
+LOG = logging.getLogger(__name__)
+
+# percentage_of_hosts_to_score never samples fewer hosts than this
+# (kube-scheduler's minFeasibleNodesToFind).
+MIN_HOSTS_SCORED_BY_PERCENTAGE = 100
+# See keep_decision_memory: glibc's mallopt parameters and the values set.
+_M_TOP_PAD, _M_MMAP_THRESHOLD = -2, -3
+_TOP_PAD = _MMAP_THRESHOLD = 32 * 2**20
+
+
+@functools.cache
+def keep_decision_memory() -> None:
+    """Ask glibc to keep freed memory for the next decision.
+
+    A decision over 100,000 hosts makes some 10 to 30 MB of arrays and
+    frees them when it ends. By default glibc gives that memory back to the
+    kernel (arrays of more than 128 KB are mappings of their own) and the
+    next decision takes it again page by page, a page fault per 4 KB, which
+    costs about as much as the decision's arithmetic (more in a virtual
+    machine). Taking arrays of up to 32 MB from the heap and keeping 32 MB
+    free at its top spares it. Done once per process; with another C
+    library, nothing is done.
+    """
+    try:
+        libc = ctypes.CDLL(None)  # the process's own C library
+        done = (libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+                and libc.mallopt(_M_TOP_PAD, _TOP_PAD))
+    except (OSError, AttributeError):
+        done = 0
+    if not done:
+        LOG.debug("mallopt(M_TOP_PAD) is not available; decisions over large "
+                  "fleets will fault their memory in again each time")
+
+
+def hosts_to_score(feasible: int) -> int:
+    """How many of ``feasible`` hosts a decision weighs (sampling options)."""
+    fs = CONF.filter_scheduler
+    count = feasible
+    if fs.max_hosts_to_score > 0:
+        count = min(count, fs.max_hosts_to_score)
+    if fs.percentage_of_hosts_to_score < 100:
+        count = min(count, max(math.ceil(feasible * fs.percentage_of_hosts_to_score
+                                          / 100), MIN_HOSTS_SCORED_BY_PERCENTAGE))
+    return max(count, min(feasible, fs.host_subset_size))
 
 
 class FilterScheduler(driver.Scheduler):
@@ -37,6 +90,9 @@ class FilterScheduler(driver.Scheduler):
             list(fs.enabled_filters))
         self.weighers = HostWeightHandler().get_weighers(list(fs.weight_classes))
         self._rng = random.Random()
+        # The table row the next sample starts at (kube's nextStartNodeIndex).
+        self._next_sample = 0
+        keep_decision_memory()
 
     def decide(self, cycle: CycleState) -> driver.Decision:
         spec = cycle.spec
@@ -49,13 +105,13 @@ class FilterScheduler(driver.Scheduler):
         cycle.prepare(filters + self.weighers)
         with self.host_manager.lock:
             cycle.table = self.host_manager.table
-            rows, removed = self._candidates(cycle, forced)
-            considered = len(rows) + sum(len(r) for _, r in removed)
+            rows, removals, considered = self._candidates(cycle, forced)
             filtered = HostFilterHandler.run(filters, cycle, rows)
-            filtered.removed = removed + filtered.removed
+            filtered.removals[:0] = removals
             filtered.considered = considered
-            weighed = HostWeightHandler.weigh(self.weighers, cycle, filtered.rows)
-            order = self._order(weighed.rows)
+            sampled = self._sample(filtered.rows)
+            weighed = HostWeightHandler.weigh(self.weighers, cycle, sampled)
+            order = self._order(weighed.ranking())
         return driver.Decision(cycle=cycle, filtered=filtered, weighed=weighed,
                                order=order, driver=self)
 
@@ -65,17 +121,18 @@ class FilterScheduler(driver.Scheduler):
             limits.update(flt.limits(cycle, row))
         return limits
 
-    def _candidates(self, cycle: CycleState, forced: bool
-                    ) -> tuple[np.ndarray, list[tuple[str, np.ndarray]]]:
-        """Live rows after ignore_hosts and force_hosts/force_nodes."""
+    def _candidates(self, cycle: CycleState, forced: bool):
+        """Live rows after ignore_hosts and force_hosts/force_nodes, what
+        those removed (FilterResult.removals) and how many were live."""
         table, spec = cycle.table, cycle.spec
         rows = self.host_manager.candidates()
-        removed: list[tuple[str, np.ndarray]] = []
+        considered = len(rows)
+        removals = []
         if spec.ignore_hosts:
             ignored = [r for h in set(spec.ignore_hosts)
                        for r in table.host_rows.get(h, ())]
-            mask = ~np.isin(rows, ignored)
-            removed.append(("ignore_hosts", rows[~mask]))
+            mask = ~among(table, rows, ignored)
+            removals.append(("ignore_hosts", rows, ~mask, len(rows) - int(mask.sum())))
             rows = rows[mask]
         if forced:
             hosts = {h.lower() for h in spec.force_hosts}
@@ -84,17 +141,33 @@ class FilterScheduler(driver.Scheduler):
                       if not hosts or host.lower() in hosts
                       for r in host_rows
                       if not nodes or table.states[r].nodename in nodes]
-            mask = np.isin(rows, wanted)
-            removed.append(("force_hosts/force_nodes", rows[~mask]))
+            mask = among(table, rows, wanted)
+            removals.append(("force_hosts/force_nodes", rows, ~mask,
+                             len(rows) - int(mask.sum())))
             rows = rows[mask]
-        return rows, removed
+        return rows, removals, considered
 
-    def _order(self, rows: np.ndarray) -> np.ndarray:
-        """Weighed rows with a random pick of the best subset moved to the front."""
+    def _sample(self, rows: np.ndarray) -> np.ndarray:
+        """The hosts to weigh among those that passed (all unless sampling).
+
+        A window of ``hosts_to_score`` hosts in table order, starting where
+        the previous decision's window ended and wrapping around, so that
+        every passing host is weighed in turn.
+        """
+        count = hosts_to_score(len(rows)) if self.weighers else len(rows)
+        if count >= len(rows):
+            return rows
+        start = int(np.searchsorted(rows, self._next_sample))
+        window = np.take(rows, np.arange(start, start + count), mode="wrap")
+        self._next_sample = int(window[-1]) + 1
+        return window
+
+    def _order(self, ranking):
+        """The weighed candidates (a weights.Ranking, best first) with a
+        random pick of the best ``host_subset_size`` moved to the front."""
         subset = max(1, CONF.filter_scheduler.host_subset_size)
-        if subset > 1 and len(rows) > 1:
-            pick = self._rng.randrange(min(subset, len(rows)))
+        if subset > 1 and len(ranking) > 1:
+            pick = self._rng.randrange(min(subset, len(ranking)))
             if pick:
-                return np.concatenate((rows[pick:pick + 1], rows[:pick],
-                                       rows[pick + 1:]))
-        return rows
+                return ranking.moved_to_front(pick)
+        return ranking

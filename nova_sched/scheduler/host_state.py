@@ -25,6 +25,7 @@ import numpy as np
 
 from nova_sched.capacity import DISK, RAM, VCPU
 from nova_sched.db.aggregates import AggregateInfo
+from nova_sched.scheduler.host_kinds import HostKinds
 
 _INT_COLUMNS = (
     "node_id",
@@ -257,6 +258,8 @@ class HostTable:
         # az_code indexes az_sets; code 0 is "no zone from aggregates".
         self.az_sets: list[frozenset[str]] = [frozenset()]
         self._az_codes: dict[frozenset[str], int] = {frozenset(): 0}
+        # Per-row kind codes of report-derived keys (scheduler.host_kinds).
+        self.kinds = HostKinds(self)
 
     # -- columns --------------------------------------------------------
     @property
@@ -308,6 +311,7 @@ class HostTable:
         for name, value in values.items():
             self._arrays[name][row] = value
         self._set_aggregate_codes(state.host, [row])
+        self.kinds.update(row)
         return row
 
     def update_row(self, row: int, values: dict[str, Any]) -> None:
@@ -347,18 +351,24 @@ class HostTable:
             self._set_aggregate_codes(host, rows)
 
     def _set_aggregate_codes(self, host: str, rows: list[int]) -> None:
-        aggs = tuple(self.aggregates_by_host.get(host, ()))
-        key = tuple(agg.id for agg in aggs)
-        code = self._agg_codes.get(key)
-        if code is None:
-            code = self._agg_codes[key] = len(self.aggregate_sets)
-            self.aggregate_sets.append(aggs)
-        zones = frozenset(agg.metadata["availability_zone"] for agg in aggs
-                          if "availability_zone" in agg.metadata)
-        zone_code = self._az_codes.get(zones)
-        if zone_code is None:
-            zone_code = self._az_codes[zones] = len(self.az_sets)
-            self.az_sets.append(zones)
+        aggs = self.aggregates_by_host.get(host)
+        if not aggs:
+            # Most hosts: in no aggregate, code 0 and the empty zone set.
+            code = zone_code = 0
+        else:
+            aggs = tuple(aggs)
+            key = tuple(agg.id for agg in aggs)
+            code = self._agg_codes.get(key)
+            if code is None:
+                code = self._agg_codes[key] = len(self.aggregate_sets)
+                self.aggregate_sets.append(aggs)
+            zones = frozenset(agg.metadata["availability_zone"] for agg in aggs
+                              if "availability_zone" in agg.metadata)
+            zone_code = self._az_codes.get(zones)
+            if zone_code is None:
+                zone_code = self._az_codes[zones] = len(self.az_sets)
+                self.az_sets.append(zones)
+        agg_codes, az_codes = self._arrays["agg_code"], self._arrays["az_code"]
         for row in rows:
-            self._arrays["agg_code"][row] = code
-            self._arrays["az_code"][row] = zone_code
+            agg_codes[row] = code
+            az_codes[row] = zone_code

@@ -30,6 +30,11 @@ def _smoke(script: str, *args: str, timeout: float = 300) -> str:
     return done.stdout
 
 
+def test_decision_bench_smoke():
+    out = _smoke("decision_bench.py")
+    assert "chose the same hosts in the same order as the per-host reference" in out
+
+
 def test_startup_bench_smoke(rabbitmq):
     out = _smoke("startup_bench.py")
     assert "first answer after" in out

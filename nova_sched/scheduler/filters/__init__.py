@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.scheduler import loadables
+from nova_sched.scheduler import alike_hosts, loadables
 from nova_sched.scheduler.cycle_state import CycleState
 from nova_sched.scheduler.host_state import HostState
 from nova_sched.scheduler.request import RequestSpec
@@ -89,11 +89,21 @@ class FilterResult:
     """What a filtering pass kept and, per filter in order, what it removed."""
 
     rows: np.ndarray
-    removed: list[tuple[str, np.ndarray]]
     considered: int
+    # Per filter: (name, the rows it was asked about, a mask of those it
+    # removed, how many): the removed rows are only made when asked for
+    # (explain, debugging). No mask when it removed none.
+    removals: list[tuple[str, np.ndarray, np.ndarray | None, int]] = \
+        dataclasses.field(default_factory=list)
+
+    @property
+    def removed(self) -> list[tuple[str, np.ndarray]]:
+        """(filter name, rows it removed), in the order the filters ran."""
+        return [(name, asked[mask] if count else asked[:0])
+                for name, asked, mask, count in self.removals]
 
     def removed_counts(self) -> list[tuple[str, int]]:
-        return [(name, len(rows)) for name, rows in self.removed if len(rows)]
+        return [(name, count) for name, _, _, count in self.removals if count]
 
     def reason(self) -> str:
         """The kube-style summary used in NoValidHost faults."""
@@ -124,20 +134,65 @@ class HostFilterHandler:
     @staticmethod
     def run(filters: list[BaseHostFilter], cycle: CycleState,
             rows: np.ndarray) -> FilterResult:
-        """Each filter in order over the rows the previous ones kept."""
-        removed: list[tuple[str, np.ndarray]] = []
+        """Each filter in order over the rows the previous ones kept.
+
+        Column-wise filters judge a row the same whatever other rows they
+        are asked with, so removed rows are dropped from the arrays only
+        when that saves work (half of them are gone) or before a filter
+        asked host by host, which must see survivors only.
+        """
+        removals: list[tuple[str, np.ndarray, np.ndarray | None, int]] = []
         considered = len(rows)
+        alive: np.ndarray | None = None  # mask over rows; None: all alive
+        left = len(rows)
         for flt in filters:
-            if not len(rows):
+            if not left:
                 break
+            if alive is not None and (flt.per_host or 2 * left < len(rows)):
+                rows, alive = rows[alive], None
             mask = flt.filter_rows(cycle, rows)
-            dropped = rows[~mask]
-            removed.append((flt.name(), dropped))
-            rows = rows[mask]
-            if len(dropped) and LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug("%s removed %d hosts, %d left", flt.name(), len(dropped),
-                          len(rows))
-        return FilterResult(rows=rows, removed=removed, considered=considered)
+            kept = mask if alive is None else alive & mask
+            count = left - int(np.count_nonzero(kept))
+            fails = None
+            if count:
+                fails = ~mask if alive is None else alive & ~mask
+                alive, left = kept, left - count
+                if LOG.isEnabledFor(logging.DEBUG):
+                    LOG.debug("%s removed %d hosts, %d left", flt.name(), count, left)
+            removals.append((flt.name(), rows, fails, count))
+        if alive is not None:
+            rows = rows[alive]
+        return FilterResult(rows=rows, considered=considered, removals=removals)
+
+
+# by_aggregates' summary: aggregate_metadata.metadata, nova's merged metadata.
+MERGED_METADATA = "aggregate_metadata.merged"
+
+
+def by_aggregates(cycle: CycleState, rows: np.ndarray, summary: str,
+                  summarise, passes) -> np.ndarray:
+    """``passes(summarise(host's aggregates))`` for each of ``rows``.
+
+    ``summarise`` reads what a filter needs of a set of aggregates (their
+    merged metadata, the values of one key); the host table keeps it per
+    set of aggregates under the name ``summary`` until the aggregates
+    change. ``passes`` judges it for this request, once per set.
+    """
+    table = cycle.table
+    summaries = table.kinds.per_aggregate_set(summary, summarise)
+    return alike_hosts.judge_kinds(rows, table.col("agg_code").take(rows), summaries,
+                                   passes)
+
+
+def among(table, rows: np.ndarray, members) -> np.ndarray:
+    """Which of ``rows`` are among the table rows ``members`` (a mask).
+
+    Linear in the rows whatever the number of members (``np.isin``
+    compares every row with every member when they are few).
+    """
+    chosen = np.zeros(table.size, dtype=bool)
+    chosen[np.asarray(list(members), dtype=np.int64)] = True
+    return chosen.take(rows)
 
 
 def all_filters() -> list[type]:

@@ -20,15 +20,15 @@ import numpy as np
 
 from nova_sched import exception
 from nova_sched.db import allocations as db_allocations
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import filters
 
 LOG = logging.getLogger(__name__)
 
 
 def _on_hosts(table, rows: np.ndarray, hosts) -> np.ndarray:
     """Which of ``rows`` are nodes of one of ``hosts``."""
-    members = [r for h in hosts for r in table.host_rows.get(h, [])]
-    return np.isin(rows, members)
+    return filters.among(table, rows, [r for h in hosts
+                                       for r in table.host_rows.get(h, ())])
 
 
 class _GroupFilter(filters.BaseHostFilter):
@@ -138,17 +138,21 @@ class DifferentHostFilter(_InstanceHostsFilter):
 
 
 _ADDRESS = "affinity_filter.host_ip_address"
+_LOW_64 = (1 << 64) - 1
 
 
-def _address(host_state):
-    """A host's parsed ``host_ip``; None when it has none or it does not parse."""
+def _address(host_state) -> tuple[int, int, int]:
+    """A host's ``host_ip`` as numbers: (IP version, high 64 bits, low 64
+    bits); version 0 when it has none or it does not parse."""
     host_ip = host_state.host_ip
     if not host_ip or not isinstance(host_ip, str):
-        return None
+        return 0, 0, 0
     try:
-        return ipaddress.ip_address(host_ip.strip())
+        address = ipaddress.ip_address(host_ip.strip())
     except ValueError:
-        return None
+        return 0, 0, 0
+    number = int(address)
+    return address.version, number >> 64, number & _LOW_64
 
 
 class SimpleCIDRAffinityFilter(filters.BaseHostFilter):
@@ -184,12 +188,12 @@ class SimpleCIDRAffinityFilter(filters.BaseHostFilter):
         network = cycle.prepared(self)
         if network is None:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
-
-        def near(row: int) -> bool:
-            address = states[row].derived(_ADDRESS, _address)
-            return (address is not None and address.version == network.version
-                    and address in network)
-
-        # Nodes of one host, or hosts behind one address, share a verdict.
-        return alike_hosts.judge_rows(rows, lambda row: states[row].host_ip, near)
+        # Each node's parsed address, kept with the table: the network test
+        # is two masked comparisons over the rows.
+        version, high, low = cycle.table.kinds.numbers(
+            _ADDRESS, _address, np.uint64, 3).take(rows, axis=1)
+        prefix = int(network.network_address)
+        mask = int(network.netmask)
+        return ((version == network.version)
+                & (high & np.uint64(mask >> 64) == np.uint64(prefix >> 64))
+                & (low & np.uint64(mask & _LOW_64) == np.uint64(prefix & _LOW_64)))

@@ -36,8 +36,8 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         image_props, prefix = cycle.prepared(self)
 
-        def agrees(aggs) -> bool:
-            for key, options in aggregate_metadata.metadata(aggs).items():
+        def agrees(metadata) -> bool:
+            for key, options in metadata.items():
                 if prefix and not key.startswith(prefix):
                     continue
                 prop = image_props.get(key)
@@ -45,4 +45,5 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
                     return False
             return True
 
-        return aggregate_metadata.mask(cycle.table, rows, agrees)
+        return filters.by_aggregates(cycle, rows, filters.MERGED_METADATA,
+                                     aggregate_metadata.metadata, agrees)

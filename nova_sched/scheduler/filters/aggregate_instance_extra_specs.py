@@ -38,9 +38,9 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
         if not reqs:
             return np.ones(len(rows), dtype=bool)
 
-        def satisfies(aggs) -> bool:
-            metadata = aggregate_metadata.metadata(aggs)
+        def satisfies(metadata) -> bool:
             return all(any(check(value) for value in metadata.get(key, ()))
                        for key, _, check in reqs)
 
-        return aggregate_metadata.mask(cycle.table, rows, satisfies)
+        return filters.by_aggregates(cycle, rows, filters.MERGED_METADATA,
+                                     aggregate_metadata.metadata, satisfies)

@@ -20,12 +20,15 @@ class AggregateMultiTenancyIsolation(filters.BaseHostFilter):
 
     def filter_all(self, cycle, rows):
         project_id = cycle.spec.project_id
+        return filters.by_aggregates(
+            cycle, rows, "aggregate_multitenancy_isolation.allowed", _allowed,
+            lambda allowed: not allowed or project_id in allowed)
 
-        def accepts(aggs) -> bool:
-            allowed: set[str] = set()
-            for key, values in aggregate_metadata.metadata(aggs).items():
-                if key.startswith(_PREFIX):
-                    allowed.update(values)
-            return not allowed or project_id in allowed
 
-        return aggregate_metadata.mask(cycle.table, rows, accepts)
+def _allowed(aggs) -> frozenset[str]:
+    """The projects a set of aggregates accepts (empty: every project)."""
+    allowed: set[str] = set()
+    for key, values in aggregate_metadata.metadata(aggs).items():
+        if key.startswith(_PREFIX):
+            allowed.update(values)
+    return frozenset(allowed)

@@ -23,8 +23,13 @@ class AvailabilityZoneFilter(filters.BaseHostFilter):
             return np.ones(len(rows), dtype=bool)
         default = CONF.default_availability_zone
 
-        def in_zone(aggs) -> bool:
-            zones = aggregate_metadata.values_for_key(aggs, "availability_zone")
+        def in_zone(zones) -> bool:
             return wanted in zones if zones else wanted == default
 
-        return aggregate_metadata.mask(cycle.table, rows, in_zone)
+        return filters.by_aggregates(cycle, rows, "availability_zone_filter.zones",
+                                     _zones, in_zone)
+
+
+def _zones(aggs) -> frozenset[str]:
+    """The zones a set of aggregates puts its hosts in."""
+    return frozenset(aggregate_metadata.values_for_key(aggs, "availability_zone"))

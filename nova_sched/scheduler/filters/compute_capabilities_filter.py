@@ -9,14 +9,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import alike_hosts, filters, host_kinds
 from nova_sched.scheduler.filters import extra_specs_ops
 
 LOG = logging.getLogger(__name__)
 
 _SCOPE = "capabilities"
 _INVALID_JSON = object()
-_MISSING = object()
 # What a requirement reads of a host whose unscoped key it does not apply to.
 _NOT_APPLICABLE = ("not applicable",)
 # host_state.derived name prefix: a top-level capability's parsed JSON text.
@@ -103,28 +102,6 @@ def _reading(host_state, requirement: _Requirement) -> Any:
     return None if cap is None else str(cap)
 
 
-def _reader(requirement: _Requirement, sample) -> Callable[[Any], Any]:
-    """``_reading`` of one requirement, specialised for speed.
-
-    Every host state has the same attributes, so a key whose first name is
-    none of them (``disk_type``, most extra specs) can only be read from
-    the host's ``stats``: a dict lookup per host instead of the general walk.
-    """
-    first = requirement.path[0]
-    if len(requirement.path) > 1 or _has_attribute(sample, first):
-        return lambda host_state: _reading(host_state, requirement)
-    absent = _NOT_APPLICABLE if requirement.unscoped else None
-
-    def read(host_state):
-        stats = host_state.stats
-        value = stats.get(first, _MISSING) if isinstance(stats, dict) else _MISSING
-        if value is _MISSING:
-            return absent
-        return None if value is None else str(value)
-
-    return read
-
-
 class ComputeCapabilitiesFilter(filters.BaseHostFilter):
     """Hosts whose capabilities satisfy the flavor's extra specs (nova's).
 
@@ -157,37 +134,66 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
                                        extra_specs_ops.matcher(req)))
         return tuple(parsed)
 
-    @staticmethod
-    def _verdict(host_state, reqs, readings) -> bool:
-        for requirement, cap in zip(reqs, readings):
-            if cap is _NOT_APPLICABLE:
-                continue
-            if cap is None:
-                LOG.debug("%s fails: no capability %s", host_state, requirement.key)
-                return False
-            if not requirement.check(cap):
-                LOG.debug("%s fails extra spec %s: %r does not match %r",
-                          host_state, requirement.key, requirement.req, cap)
-                return False
-        return True
-
     def filter_all(self, cycle, rows):
         reqs = cycle.prepared(self)
-        if not reqs or not len(rows):
-            return np.ones(len(rows), dtype=bool)
+        passes = np.ones(len(rows), dtype=bool)
+        for requirement in reqs:
+            if not len(rows):
+                break
+            passes &= self._meets(cycle, rows, requirement)
+        return passes
+
+    def _meets(self, cycle, rows, requirement: _Requirement) -> np.ndarray:
+        """Which rows satisfy one requirement, column-wise.
+
+        What a requirement reads is, by its first name: a figure claims
+        change (``free_ram_mb``), compared as a column; the host's
+        aggregates or zones, judged once per aggregate code; else the
+        report (an attribute, ``stats``, JSON text within), judged once per
+        kind of reading, whose codes the host table keeps.
+        """
         states = cycle.table.states
-        readers = [_reader(r, states[int(rows[0])]) for r in reqs]
-        if len(readers) == 1:
-            (read,) = readers
+        first = requirement.path[0]
+        what = host_kinds.attribute(first)
 
-            def readings(row: int) -> tuple:
-                return (read(states[row]),)
-        else:
-            def readings(row: int) -> tuple:
-                state = states[row]
-                return tuple(read(state) for read in readers)
+        def judge(row: int) -> bool:
+            return _passes(requirement, _reading(states[row], requirement))
 
-        # Hosts that show the requirements the same capabilities agree.
-        return alike_hosts.judge_rows(
-            rows, readings,
-            lambda row: self._verdict(states[row], reqs, readings(row)))
+        if what == host_kinds.FIGURE:
+            figures = host_kinds.figure_column(cycle, first, rows)
+            check = extra_specs_ops.numeric_matcher(requirement.req)
+            if len(requirement.path) == 1 and check is not None \
+                    and figures.dtype.kind in "iuf":
+                return check(figures)
+            # Rows with the same figure read the same capability.
+            _, codes = np.unique(figures, return_inverse=True)
+            return alike_hosts.judge_rows(rows, codes.reshape(-1), judge)
+        if what == host_kinds.AGGREGATES:
+            codes, _ = host_kinds.aggregate_codes(cycle, first, rows)
+            return alike_hosts.judge_rows(rows, codes, judge)
+        if what == host_kinds.BY_HOST:
+            codes, _ = host_kinds.by_host_codes(
+                cycle, rows, lambda state: _reading(state, requirement))
+            return alike_hosts.judge_rows(rows, codes, judge)
+        kinds = cycle.table.kinds
+        name = (_KIND, requirement.path, requirement.unscoped)
+        codes = kinds.codes(name, lambda state: _reading(state, requirement)).take(rows)
+        return alike_hosts.judge_kinds(rows, codes, kinds.values(name),
+                                       lambda cap: _passes(requirement, cap))
+
+
+_KIND = "compute_capabilities.reading"
+
+
+def _passes(requirement: _Requirement, cap) -> bool:
+    """Whether a host reading ``cap`` satisfies the requirement."""
+    if cap is _NOT_APPLICABLE:
+        return True
+    if cap is None:
+        LOG.debug("hosts without capability %s fail", requirement.key)
+        return False
+    if not requirement.check(cap):
+        LOG.debug("hosts with %s = %r fail extra spec %r", requirement.key, cap,
+                  requirement.req)
+        return False
+    return True

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.capacity import VCPU
 from nova_sched.scheduler import filters
 
@@ -27,7 +25,7 @@ class CoreFilter(filters.BaseHostFilter):
 
     def limits(self, cycle, row) -> dict:
         # nova sets no vCPU limit for a node without a vCPU count.
-        if not cycle.resources.total(VCPU, np.array([row]))[0]:
+        if not cycle.table.col("vcpus")[row]:
             return {}
         return cycle.resources.compute_limits(VCPU, row)
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 
 def _numeric(compare):
     def check(value: str, operand: str) -> bool:
@@ -93,3 +95,26 @@ def match(value, req) -> bool:
     if value is not None and not isinstance(value, str):
         value = str(value)
     return matcher(req)(value)
+
+
+# The numeric operators, over arrays of numbers.
+_NUMERIC_ARRAYS = {"=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+                   ">=": np.greater_equal, "<=": np.less_equal}
+
+
+def numeric_matcher(req):
+    """For a numeric requirement, ``matcher(req)`` over an array of numbers.
+
+    Returns a function of an array of ints or floats giving, for each,
+    what ``matcher(req)`` gives for its ``str()``; None when ``req`` is not
+    a numeric requirement (string operators, ``<in>``, plain equality...).
+    """
+    words = str(req).split()
+    if len(words) < 2 or words[0] not in _NUMERIC_ARRAYS:
+        return None
+    try:
+        operand = float(words[1])
+    except ValueError:
+        return lambda values: np.zeros(len(values), dtype=bool)
+    compare = _NUMERIC_ARRAYS[words[0]]
+    return lambda values: compare(np.asarray(values, dtype=np.float64), operand)

@@ -210,11 +210,12 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         return _ImageRequirement(wanted, version, invalid)
 
     @staticmethod
-    def _supported(host_state, requirement: _ImageRequirement) -> bool:
-        supported = host_state.supported_instances
+    def _supported(kind: tuple, requirement: _ImageRequirement) -> bool:
+        """Whether a node reporting ``kind`` (see ``_kind``) can run the image."""
+        supported, hypervisor_version = kind
         if not supported:
             return False
-        if not requirement.version_matches(host_state.hypervisor_version):
+        if not requirement.version_matches(hypervisor_version):
             return False
         for item in supported:
             if requirement.entry_matches(item):
@@ -225,23 +226,23 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         requirement = cycle.prepared(self)
         if requirement is None:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
+        # Nodes reporting the same supported_instances and hypervisor
+        # version are one kind: each kind is judged once.
+        kinds = cycle.table.kinds
+        codes = kinds.codes(_KIND, _kind).take(rows)
+        passes = alike_hosts.judge_kinds(
+            rows, codes, kinds.values(_KIND),
+            lambda kind: self._supported(kind, requirement))
+        if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
+            LOG.debug("%d hosts do not support image properties %s (their "
+                      "supported_instances or hypervisor version)",
+                      int((~passes).sum()), cycle.spec.image_props)
+        return passes
 
-        def judge(row: int) -> bool:
-            state = states[row]
-            passes = self._supported(state, requirement)
-            if not passes and LOG.isEnabledFor(logging.DEBUG):
-                LOG.debug(
-                    "%s does not support image properties %s (supported_instances "
-                    "%s, hypervisor version %s)", state, cycle.spec.image_props,
-                    state.supported_instances, state.hypervisor_version)
-            return passes
 
-        # Nodes of one kind share one supported_instances list (HostTable
-        # interns it), so each distinct (list, version) is judged once; the
-        # lists live as long as the decision, so their ids stay distinct.
-        def kind(row: int) -> tuple:
-            state = states[row]
-            return id(state.supported_instances), state.hypervisor_version
+_KIND = "image_props.supported_instances_and_version"
 
-        return alike_hosts.judge_rows(rows, kind, judge)
+
+def _kind(host_state) -> tuple:
+    """What the filter reads of a node's report."""
+    return host_state.supported_instances, host_state.hypervisor_version

@@ -41,7 +41,7 @@ class IsolatedHostsFilter(filters.BaseHostFilter):
         host_rows = cycle.table.host_rows
         iso_rows = [r for h in set(CONF.filter_scheduler.isolated_hosts)
                     for r in host_rows.get(h, ())]
-        host_isolated = np.isin(rows, iso_rows)
+        host_isolated = filters.among(cycle.table, rows, iso_rows)
         if image_isolated is None:
             return ~host_isolated if restrict else np.ones(len(rows), dtype=bool)
         if restrict:

@@ -38,6 +38,15 @@ something nobody can mean:
   excludes ``h1`` (nova treats ``not``'s non-empty list as true there);
 * a variable path may continue into a JSON text attribute (``$cpu_info.vendor``)
   and never reaches private attributes or methods of the host state.
+
+The query is evaluated over all candidate hosts at once, with the same
+results as host by host: a variable naming a figure that claims change
+(``$free_ram_mb``, ``$num_instances``, the allocation ratios...) is a
+column, compared with NumPy; one naming what a node reported (``$host``,
+``$stats.rack``, ``$cpu_info.vendor``...) is a kind the host table keeps
+per node (``scheduler.host_kinds``), and commands over such values are
+worked out once per distinct value (or combination of values), with
+nova's own functions, whatever the number of hosts.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from typing import Any, Callable
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import filters, host_kinds
 
 LOG = logging.getLogger(__name__)
 
@@ -123,6 +132,8 @@ class InvalidQuery(ValueError):
 
 # host_state.derived name prefix: an attribute's JSON text, parsed.
 _PARSED = "json_filter.parsed_json:"
+# Kind name prefix: a variable's value read from a node's report.
+_VARIABLE = "json_filter.variable"
 
 
 def _parse(text: str) -> Any:
@@ -133,6 +144,7 @@ def _parse(text: str) -> Any:
 
 
 def _lookup(host_state, path: tuple[str, ...]) -> Any:
+    """A variable's value for one host (nova's rules); _MISSING if it has none."""
     name = path[0]
     if not name or name.startswith("_"):
         return _MISSING
@@ -155,57 +167,64 @@ def _lookup(host_state, path: tuple[str, ...]) -> Any:
     return value
 
 
-def _compile_arg(arg: Any, depth: int) -> Callable[[Any], Any] | Any:
-    """A function of the host state for variables and sub-queries, else the
-    literal itself (None and "" are dropped by the caller, as in nova)."""
+def _walk(value: Any, keys: tuple[str, ...]) -> Any:
+    """``_lookup`` past the first name, from a value that is no JSON text."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return _MISSING
+        value = value.get(key)
+        if value is None:
+            return _MISSING
+    return value
+
+
+# -- the query as a tree ----------------------------------------------------------
+
+class _Literal:
+    def __init__(self, value):
+        self.value = value
+
+
+class _Variable:
+    def __init__(self, path: tuple[str, ...]):
+        self.path = path
+
+
+class _Command:
+    def __init__(self, op: str, args: list):
+        self.op = op
+        self.command = _COMMANDS[op]
+        self.args = args
+
+
+def _parse_arg(arg: Any, depth: int):
     if isinstance(arg, list):
-        sub = _compile(arg, depth + 1)
-        return lambda host_state: _collapse(sub(host_state))
+        return _parse_query(arg, depth + 1)
     if isinstance(arg, str) and arg.startswith("$"):
-        path = tuple(arg[1:].split("."))
-        return lambda host_state: _lookup(host_state, path)
-    return arg
+        return _Variable(tuple(arg[1:].split(".")))
+    return _Literal(arg)
 
 
-def _compile(query: list, depth: int = 0) -> Callable[[Any], Any]:
+def _parse_query(query: list, depth: int = 0):
+    """A query (or sub-query) as a tree; InvalidQuery if it is malformed."""
     if depth > _MAX_DEPTH:
         raise InvalidQuery(f"nested deeper than {_MAX_DEPTH} levels")
     if not query:
-        return lambda host_state: True  # nova: an empty (sub-)query is true
+        return _Literal(True)  # nova: an empty (sub-)query is true
     op = query[0]
     if not isinstance(op, str):
         raise InvalidQuery(
             f"a command must start with an operator name, got {json.dumps(op)}")
-    command = _COMMANDS.get(op)
-    if command is None:
+    if op not in _COMMANDS:
         raise InvalidQuery(
             f"unknown operator {op!r}; known operators: " + ", ".join(_COMMANDS))
-    literals: list = []
-    dynamic: list[tuple[int, Callable]] = []
-    for arg in query[1:]:
-        if arg is None or arg == "":
-            continue
-        compiled = _compile_arg(arg, depth)
-        if callable(compiled):
-            dynamic.append((len(literals), compiled))
-            literals.append(None)
-        else:
-            literals.append(compiled)
-    if not dynamic:
-        constant = command(literals)
-        return lambda host_state: constant
-
-    def evaluate(host_state):
-        args = list(literals)
-        for position, fn in dynamic:
-            args[position] = fn(host_state)
-        return command([a for a in args if a is not _MISSING])
-
-    return evaluate
+    # nova drops null and empty-string arguments before the command sees them.
+    return _Command(op, [_parse_arg(arg, depth) for arg in query[1:]
+                         if arg is not None and arg != ""])
 
 
-def _compile_text(text: str) -> Callable[[Any], bool] | None:
-    """The query's host predicate, or None when it passes every host."""
+def _compile_text(text: str):
+    """The query as a tree, or None when it passes every host."""
     try:
         query = json.loads(text)
     except RecursionError:
@@ -218,8 +237,229 @@ def _compile_text(text: str) -> Callable[[Any], bool] | None:
         raise InvalidQuery(
             "must be a JSON list such as [\">=\", \"$free_ram_mb\", 1024], got "
             f"{_shorten(text)}")
-    evaluate = _compile(query)
-    return lambda host_state: _truth(evaluate(host_state))
+    return _parse_query(query)
+
+
+# -- evaluating the tree over many hosts at once ------------------------------
+#
+# A node's value over the rows is one of:
+#   _Const     the same for every row;
+#   _Coded     per-row codes into a list of values: what a report gives
+#              (kind codes the host table keeps), aggregates, and the
+#              results computed from those, judged once per distinct code;
+#   np.ndarray a per-row array of numbers or booleans: figures claims
+#              change (free_ram_mb...) and the results computed from them.
+# Report values may be missing (_MISSING) on some hosts and are then
+# dropped from the arguments, as nova drops them host by host; figures are
+# never missing.
+
+class _Const:
+    def __init__(self, value):
+        self.value = value
+
+
+class _Coded:
+    def __init__(self, codes: np.ndarray, values: list):
+        self.codes = codes
+        self.values = values
+
+
+_NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+_EXACT = 2 ** 53
+
+
+def _number_like(value: Any) -> bool:
+    """A scalar NumPy compares with an array of numbers as Python would."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= _EXACT:
+        return False
+    return isinstance(value, _NUMBERS)
+
+
+def _pair(op: Callable, left, right, length: int):
+    """``op(left, right)`` per row, False where Python raises TypeError;
+    at least one side is an array of numbers or booleans."""
+    for scalar in (left, right):
+        if not isinstance(scalar, np.ndarray) and not _number_like(scalar):
+            if isinstance(scalar, (int, float)):  # a huge int: Python's rules
+                return _each(op, left, right, length)
+            # A number never equals text, a list, a dict...; ordering them
+            # raises TypeError, which is false.
+            return False
+    return op(left, right)
+
+
+def _each(op: Callable, left, right, length: int) -> np.ndarray:
+    def at(value, i):
+        return value[i].item() if isinstance(value, np.ndarray) else value
+
+    def one(i):
+        try:
+            return bool(op(at(left, i), at(right, i)))
+        except TypeError:
+            return False
+
+    return np.fromiter((one(i) for i in range(length)), dtype=bool, count=length)
+
+
+def _truthy(value):
+    if isinstance(value, np.ndarray):
+        return value if value.dtype == bool else value != 0
+    return bool(value)
+
+
+_ORDERING = {"=": operator.eq, "<": operator.lt, ">": operator.gt,
+             "<=": operator.le, ">=": operator.ge}
+
+
+def _vector_command(op: str, args: list, length: int):
+    """``_COMMANDS[op]`` over arguments some of which are per-row arrays."""
+    if op in _ORDERING or op == "in":
+        if len(args) < 2:
+            return False
+        first = args[0]
+        if op == "in":
+            result: Any = False
+            for other in args[1:]:
+                result = result | _pair(operator.eq, first, other, length)
+            return result
+        compare, result = _ORDERING[op], True
+        for other in args[1:]:
+            result = result & _pair(compare, first, other, length)
+        return result
+    if op == "not":  # any negation true (_truth of nova's list of results)
+        result = False
+        for arg in args:
+            result = result | ~np.asarray(_truthy(arg))
+        return result
+    if op == "or":
+        result = False
+        for arg in args:
+            result = result | _truthy(arg)
+        return result
+    result = True  # "and"
+    for arg in args:
+        result = result & _truthy(arg)
+    return result
+
+
+class _Evaluation:
+    """The query's nodes over ``rows`` of one decision."""
+
+    def __init__(self, cycle, rows: np.ndarray):
+        self.cycle = cycle
+        self.rows = rows
+        self.length = len(rows)
+
+    def truth(self, node) -> np.ndarray:
+        value = self.value(node)
+        if isinstance(value, _Const):
+            return np.full(self.length, _truth(value.value), dtype=bool)
+        if isinstance(value, _Coded):
+            verdicts = np.array([_truth(v) for v in value.values], dtype=bool)
+            return verdicts.take(value.codes)
+        return np.broadcast_to(_truthy(value), (self.length,)).copy()
+
+    def value(self, node):
+        if isinstance(node, _Literal):
+            return _Const(node.value)
+        if isinstance(node, _Variable):
+            return self._variable(node.path)
+        return self._command(node)
+
+    def _variable(self, path: tuple[str, ...]):
+        cycle, rows, name = self.cycle, self.rows, path[0]
+        what = host_kinds.attribute(name)
+        if what == host_kinds.ABSENT:
+            return _Const(_MISSING)
+        if what == host_kinds.FIGURE:
+            # A number: present everywhere, and no dict to go further into.
+            if len(path) > 1:
+                return _Const(_MISSING)
+            return host_kinds.figure_column(cycle, name, rows)
+        if what == host_kinds.AGGREGATES:
+            codes, values = host_kinds.aggregate_codes(cycle, name, rows)
+            return _Coded(codes, [_walk(v, path[1:]) for v in values])
+        if what == host_kinds.BY_HOST:
+            codes, values = host_kinds.by_host_codes(
+                cycle, rows, lambda state: _lookup(state, path))
+            return _Coded(codes, values)
+        kinds = cycle.table.kinds
+        key = (_VARIABLE, path)
+        codes = kinds.codes(key, lambda state: _lookup(state, path))
+        return _Coded(codes.take(rows), kinds.values(key))
+
+    def _command(self, node: _Command):
+        args = [self.value(arg) for arg in node.args]
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        coded = [a for a in args if isinstance(a, _Coded)]
+        if not arrays and not coded:
+            return _Const(_collapse(node.command(
+                [a.value for a in args if a.value is not _MISSING])))
+        if not arrays and len(coded) == 1 and 4 * len(coded[0].values) <= self.length:
+            # One report value: once per value of its kind, whichever rows
+            # have it.
+            (only,) = coded
+            results = [bool(_collapse(node.command(
+                [v for v in (only_value if a is only else a.value for a in args)
+                 if v is not _MISSING]))) for only_value in only.values]
+            return _Coded(only.codes, results)
+        groups, first = _groups(coded, self.length)
+
+        def scalars(position: int) -> list:
+            return [a.value if isinstance(a, _Const)
+                    else a.values[a.codes[position]] if isinstance(a, _Coded) else a
+                    for a in args]
+
+        if not arrays:
+            # Report values only: once per distinct combination of them.
+            results = [bool(_collapse(node.command(
+                [v for v in scalars(int(p)) if v is not _MISSING]))) for p in first]
+            return _Coded(np.asarray(results, dtype=np.int8)[groups], [False, True])
+        # With figures: vector operations within each combination of report
+        # values (usually one or two).
+        if len(first) == 1:
+            return self._vector(node.op, scalars(int(first[0])), slice(None))
+        result = np.zeros(self.length, dtype=bool)
+        order = np.argsort(groups, kind="stable")
+        bounds = np.searchsorted(groups[order], np.arange(len(first) + 1))
+        for group in range(len(first)):
+            where = order[bounds[group]:bounds[group + 1]]
+            values = [v[where] if isinstance(v, np.ndarray) else v
+                      for v in scalars(int(first[group]))]
+            result[where] = self._vector(node.op, values, where)
+        return result
+
+    def _vector(self, op: str, values: list, where) -> np.ndarray:
+        length = self.length if isinstance(where, slice) else len(where)
+        present = [v for v in values if v is not _MISSING]
+        result = _vector_command(op, present, length)
+        return np.broadcast_to(result, (length,)).copy()
+
+
+def _groups(coded: list, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by the combination of the coded arguments' codes:
+    each row's group number and each group's first row."""
+    if not coded:
+        return np.zeros(length, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    combined = np.zeros(length, dtype=np.int64)
+    span = 1
+    for arg in coded:
+        combined = combined * len(arg.values) + arg.codes
+        span *= len(arg.values)
+        if span > 1 << 40:  # keep the combined codes small
+            _, combined = np.unique(combined, return_inverse=True)
+            combined = combined.reshape(-1)
+            span = int(combined.max()) + 1
+    if span <= 4 * length + 64:
+        # Small codes: lookup tables, linear in the rows (np.unique sorts).
+        first_at = np.full(span, length, dtype=np.int64)
+        first_at[combined[::-1]] = np.arange(length - 1, -1, -1)
+        present = np.flatnonzero(first_at < length)
+        number = np.zeros(span, dtype=np.int64)
+        number[present] = np.arange(len(present))
+        return number[combined], first_at[present]
+    _, first, groups = np.unique(combined, return_index=True, return_inverse=True)
+    return groups.reshape(-1), first
 
 
 def _shorten(text: str, limit: int = 200) -> str:
@@ -262,9 +502,7 @@ class JsonFilter(filters.BaseHostFilter):
                 instance_uuids=list(spec.instance_uuids)) from None
 
     def filter_all(self, cycle, rows):
-        predicate = cycle.prepared(self)
-        if predicate is None:
+        query = cycle.prepared(self)
+        if query is None:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
-        return np.fromiter((predicate(states[r]) for r in rows), dtype=bool,
-                           count=len(rows))
+        return _Evaluation(cycle, np.asarray(rows)).truth(query)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import alike_hosts, filters
 
 
 def _wanted_metrics() -> frozenset[str]:
@@ -41,9 +41,16 @@ class MetricsFilter(filters.BaseHostFilter):
         wanted = _wanted_metrics()
         if not wanted:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
-        # Metrics are not columns: each node's report is read, and parsed
-        # once per report.
-        return np.fromiter(
-            (wanted <= states[r].numeric_metrics().keys() for r in rows),
-            dtype=bool, count=len(rows))
+        # Nodes reporting the same metric names are one kind.
+        kinds = cycle.table.kinds
+        codes = kinds.codes(_KIND, _reported).take(rows)
+        return alike_hosts.judge_kinds(rows, codes, kinds.values(_KIND),
+                                       lambda names: wanted <= names)
+
+
+_KIND = "metrics_filter.reported_names"
+
+
+def _reported(host_state) -> frozenset[str]:
+    """Names of the metrics the node reports with a numeric value."""
+    return frozenset(host_state.numeric_metrics())

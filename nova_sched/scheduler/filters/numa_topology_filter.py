@@ -47,6 +47,7 @@ Left out, compared with nova:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from typing import Any
@@ -55,7 +56,7 @@ import numpy as np
 
 from nova_sched import capacity, exception
 from nova_sched.capacity import RAM, VCPU
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import filters
 
 LOG = logging.getLogger(__name__)
 
@@ -233,15 +234,38 @@ def host_cells(topology: Any) -> list[HostCell] | None:
     return parsed
 
 
-_FIGURES = "numa_topology.figures"
-
-
 def _figures(host_state) -> tuple | None:
     """The host's cells as a hashable tuple of what fit() reads; None when
     the host has no usable topology."""
     cells = host_cells(host_state.numa_topology)
     return None if cells is None else tuple(
         (c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
+
+
+# Host cells judged column-wise; a host with more (or with figures a
+# float64 does not hold exactly) is judged on its own.
+_CELLS_MAX = 4
+_EXACT = 2 ** 53
+# Kind: [number of cells (-1: none, -2: judged on its own), then per cell
+# cpus, memory_mb, cpu_usage, memory_usage].
+_CELLS = "numa_topology.cells"
+_NO_TOPOLOGY, _ON_ITS_OWN = -1.0, -2.0
+
+
+def _cells_row(host_state) -> list[float]:
+    """The node's cells as one row of numbers (see ``_CELLS``)."""
+    row = [0.0] * (1 + 4 * _CELLS_MAX)
+    figures = _figures(host_state)
+    if figures is None:
+        row[0] = _NO_TOPOLOGY
+    elif len(figures) > _CELLS_MAX or any(
+            isinstance(v, int) and abs(v) >= _EXACT for cell in figures for v in cell):
+        row[0] = _ON_ITS_OWN
+    else:
+        row[0] = len(figures)
+        for i, cell in enumerate(figures):
+            row[1 + 4 * i: 5 + 4 * i] = cell
+    return row
 
 
 def _fits(guest: GuestCell, cell: HostCell, cpu_ratio: float,
@@ -303,26 +327,74 @@ class NUMATopologyFilter(filters.BaseHostFilter):
         guests = cycle.prepared(self)
         if guests is None:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
-        ratios = dict(zip(rows.tolist(), zip(
-            cycle.resources.ratio(VCPU, rows).tolist(),
-            cycle.resources.ratio(RAM, rows).tolist())))
+        table, resources = cycle.table, cycle.resources
+        cells = table.kinds.numbers(_CELLS, _cells_row, np.float64, 1 + 4 * _CELLS_MAX)
+        if 4 * len(rows) >= table.size > 64:
+            # Most of the table: every row, then the rows picked.
+            passes = _fit_all(guests, cells, resources.ratios(VCPU),
+                              resources.ratios(RAM)).take(rows)
+        else:
+            passes = _fit_all(guests, cells.take(rows, axis=1),
+                              resources.ratio(VCPU, rows), resources.ratio(RAM, rows))
+        alone = np.flatnonzero(cells[0].take(rows) == _ON_ITS_OWN)
+        for i in alone.tolist():
+            row = int(rows[i])
+            ratios = resources.ratios_at(row)
+            passes[i] = self._judge(table.states[row], guests, ratios[VCPU.name],
+                                    ratios[RAM.name])
+        if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
+            LOG.debug("%d hosts cannot hold the instance's %d NUMA cells (or have "
+                      "no NUMA topology)", int((~passes).sum()), len(guests))
+        return passes
 
-        def kind(row: int) -> tuple:
-            return states[row].derived(_FIGURES, _figures), ratios[row]
-
-        def judge(row: int) -> bool:
-            figures, (cpu_ratio, ram_ratio) = kind(row)
-            if figures is None:
-                LOG.debug("%s has no NUMA topology; the instance asks for %d cells",
-                          states[row], len(guests))
-                return False
-            cells = [HostCell(i, *f) for i, f in enumerate(figures)]
-            if fit(guests, cells, cpu_ratio, ram_ratio) is not None:
-                return True
-            LOG.debug("%s cannot hold the instance's %d NUMA cells", states[row],
-                      len(guests))
+    @staticmethod
+    def _judge(state, guests, cpu_ratio: float, ram_ratio: float) -> bool:
+        """One host, with fit() (hosts with many cells or huge figures)."""
+        figures = _figures(state)
+        if figures is None:
             return False
+        cells = [HostCell(i, *f) for i, f in enumerate(figures)]
+        return fit(guests, cells, cpu_ratio, ram_ratio) is not None
 
-        # Hosts with the same cells, usage and ratios agree.
-        return alike_hosts.judge_rows(rows, kind, judge)
+
+def _fit_all(guests: list[GuestCell], cells: np.ndarray, cpu_ratio: np.ndarray,
+             ram_ratio: np.ndarray) -> np.ndarray:
+    """fit() for every host at once; ``cells[k]`` holds the k-th number of
+    each host's ``_cells_row``.
+
+    Which host cells can take a guest cell is a bit mask per row, worked
+    out once per distinct guest cell and host cell position. The guest
+    cells fit on distinct host cells exactly when every set of them reaches
+    at least as many host cells as it has members (Hall's theorem); for
+    guest cells alike only the largest such set matters, so the check is a
+    few mask operations per set of distinct guest cells. Rows judged on
+    their own come out False here.
+    """
+    count = cells[0]
+    hosts = len(count)
+    passes = count >= len(guests)
+    if len(guests) > _CELLS_MAX or not passes.any():
+        return np.zeros(hosts, dtype=bool)
+    kinds = sorted({(g.cpus, g.memory_mb) for g in guests})
+    reach = {kind: np.zeros(hosts, dtype=np.uint8) for kind in kinds}
+    for j in range(int(min(count.max(), _CELLS_MAX))):
+        cpus, memory, cpu_usage, memory_usage = cells[1 + 4 * j: 5 + 4 * j]
+        present = count > j
+        cpu_limit = capacity.limit(cpus, cpu_ratio, 0)
+        memory_limit = capacity.limit(memory, ram_ratio, 0)
+        for kind in kinds:
+            guest_cpus, guest_memory = kind
+            takes = (present & (guest_memory <= memory) & (guest_cpus <= cpus)
+                     & capacity.fits(cpu_usage, guest_cpus, cpu_limit)
+                     & capacity.fits(memory_usage, guest_memory, memory_limit))
+            reach[kind] |= takes.view(np.uint8) << np.uint8(j)
+    members = collections.Counter((g.cpus, g.memory_mb) for g in guests)
+    for chosen in range(1, 1 << len(kinds)):
+        union = np.zeros(hosts, dtype=np.uint8)
+        wanted = 0
+        for i, kind in enumerate(kinds):
+            if chosen >> i & 1:
+                union |= reach[kind]
+                wanted += members[kind]
+        passes &= np.bitwise_count(union) >= wanted
+    return passes

@@ -235,17 +235,7 @@ def _max_flow(demands: list[int], edges: list[list[int]], supply: dict[int, int]
         total += amount
 
 
-def _pools_key(pools: Any) -> Any:
-    """A hashable image of a host's pools: hosts alike get one answer."""
-    try:
-        return tuple(tuple(sorted((k, json.dumps(v, sort_keys=True))
-                                  for k, v in pool.items()))
-                     if isinstance(pool, dict) else repr(pool) for pool in pools or ())
-    except (TypeError, ValueError):
-        return None
-
-
-_POOLS_KEY = "pci_passthrough.pools_key"
+_KIND = "pci_passthrough.pools"
 
 
 class PciPassthroughFilter(filters.BaseHostFilter):
@@ -264,20 +254,12 @@ class PciPassthroughFilter(filters.BaseHostFilter):
         requests = cycle.prepared(self)
         if not requests:
             return np.ones(len(rows), dtype=bool)
-        states = cycle.table.states
-
-        def pools_key(row: int):
-            key = states[row].derived(_POOLS_KEY, lambda hs: _pools_key(hs.pci_stats))
-            # Pools that cannot be keyed are judged host by host.
-            return ("row", row) if key is None else key
-
-        def judge(row: int) -> bool:
-            state = states[row]
-            if pools_satisfy(state.pci_stats, requests):
-                return True
-            LOG.debug("%s lacks the PCI devices of %s", state,
+        # Nodes reporting the same pools are one kind, judged once.
+        kinds = cycle.table.kinds
+        codes = kinds.codes(_KIND, lambda state: state.pci_stats).take(rows)
+        passes = alike_hosts.judge_kinds(rows, codes, kinds.values(_KIND),
+                                         lambda pools: pools_satisfy(pools, requests))
+        if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
+            LOG.debug("%d hosts lack the PCI devices of %s", int((~passes).sum()),
                       cycle.spec.extra_specs.get(EXTRA_SPEC))
-            return False
-
-        # Hosts reporting the same pools get one answer.
-        return alike_hosts.judge_rows(rows, pools_key, judge)
+        return passes

@@ -19,11 +19,8 @@ class RetryFilter(filters.BaseHostFilter):
 
     def filter_all(self, cycle, rows):
         tried = cycle.prepared(self)
-        mask = np.ones(len(rows), dtype=bool)
-        if not tried:
-            return mask
         index = cycle.table.index
         tried_rows = [index[k] for k in tried if k in index]
-        if tried_rows:
-            mask &= ~np.isin(rows, tried_rows)
-        return mask
+        if not tried_rows:
+            return np.ones(len(rows), dtype=bool)
+        return ~filters.among(cycle.table, rows, tried_rows)

@@ -16,10 +16,15 @@ class AggregateTypeAffinityFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         name = cycle.spec.instance_type.get("name")
 
-        def takes_flavor(aggs) -> bool:
-            values = aggregate_metadata.values_for_key(aggs, "instance_type")
+        def takes_flavor(values) -> bool:
             return not values or any(
                 name in [part.strip() for part in value.split(",")]
                 for value in values)
 
-        return aggregate_metadata.mask(cycle.table, rows, takes_flavor)
+        return filters.by_aggregates(cycle, rows, "type_filter.instance_types",
+                                     _instance_types, takes_flavor)
+
+
+def _instance_types(aggs) -> frozenset[str]:
+    """The ``instance_type`` values of a set of aggregates."""
+    return frozenset(aggregate_metadata.values_for_key(aggs, "instance_type"))

@@ -11,7 +11,7 @@ filter order on ties.
 
 from __future__ import annotations
 
-import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,9 @@ class BaseHostWeigher:
     multiplier_group: str = "filter_scheduler"
     metadata_key: str | None = None
     multiplier_sign: float = 1.0
+    # A column-wise weigher of whole numbers (counts, MB) sets this: it
+    # weighs 0.0 everywhere with a multiplier of 0, so it is not asked then.
+    whole_numbers = False
     # Set per class: whether the handler asks _weigh_object host by host.
     per_host = False
 
@@ -89,7 +92,11 @@ class BaseHostWeigher:
         if type(self).weigh_all is BaseHostWeigher.weigh_all:
             raise NotImplementedError(
                 f"{self.name()} overrides neither _weigh_object nor weigh_all")
-        return float(CycleState.ask_one(self.weigh_all, host_state, spec))
+        return float(CycleState.ask_one(self._weigh_all_rows, host_state, spec))
+
+    def _weigh_all_rows(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
+        # weigh_all's answer as one number per row.
+        return np.broadcast_to(self.weigh_all(cycle, rows), (len(rows),))
 
     def weigh_all(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
         """Raw weights of ``rows`` (column-wise)."""
@@ -97,11 +104,19 @@ class BaseHostWeigher:
             f"{self.name()} overrides neither _weigh_object nor weigh_all")
 
     def weigh_rows(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray:
-        """What the handler calls: ``_weigh_object`` host by host when the
+        """Raw weights of ``rows``: ``_weigh_object`` host by host when the
         class overrides it, else ``weigh_all``."""
+        raw = self._raw_weights(cycle, rows)
+        if np.ndim(raw) == 0:
+            return np.full(len(rows), raw, dtype=np.float64)
+        return np.asarray(raw, dtype=np.float64)
+
+    def _raw_weights(self, cycle: CycleState, rows: np.ndarray):
+        """What the handler weighs: an array over ``rows``, or one number
+        for all of them (a built-in's ``weigh_all`` may answer either)."""
         if self.per_host:
             return cycle.ask_each(self._weigh_object, rows, np.float64)
-        return np.asarray(self.weigh_all(cycle, rows), dtype=np.float64)
+        return self.weigh_all(cycle, rows)
 
     def multipliers(self, cycle: CycleState, rows: np.ndarray) -> np.ndarray | float:
         """The multiplier for each of ``rows`` (a scalar when uniform)."""
@@ -118,7 +133,12 @@ def normalize(
     """Scale to [0, 1]: 0 at minval (or the smallest weight), 1 at maxval
     (or the largest); weights beyond minval/maxval are clamped to them first
     (nova's BaseWeigher.weigh_objects then normalize). All equal: zeros.
+
+    ``weights`` may be one number standing for every host's weight: the
+    answer is then that one number, scaled the same way.
     """
+    if np.ndim(weights) == 0:
+        return _normalize_one(weights, minval, maxval)
     weights = np.asarray(weights, dtype=np.float64)
     if not len(weights):
         return weights
@@ -131,13 +151,177 @@ def normalize(
     return (weights - lo) / (hi - lo)
 
 
-@dataclasses.dataclass
-class WeighResult:
-    """Candidate rows in weighed order, with totals and each weigher's share."""
+def _finite(raw) -> bool:
+    """Whether raw weights are known finite without looking at each."""
+    if np.ndim(raw) == 0:
+        return math.isfinite(raw)
+    return np.asarray(raw).dtype.kind in "biu"
 
-    rows: np.ndarray
-    totals: np.ndarray
-    contributions: dict[str, np.ndarray]
+
+def _normalize_one(value, minval: float | None, maxval: float | None) -> float:
+    """``normalize`` of every host weighing ``value``, as one number."""
+    value = float(value)
+    if math.isfinite(value):
+        if minval is None and maxval is None:
+            return 0.0  # all equal
+        if maxval is None and math.isfinite(value - float(minval)):
+            # Clamped at minval, then scaled from minval to the weight itself.
+            return 0.0 if max(value, float(minval)) == float(minval) else 1.0
+    return float(normalize(np.array([value]), minval, maxval)[0])
+
+
+def _share(multiplier, raw, minval: float | None, maxval: float | None):
+    """``multiplier * normalize(raw, minval, maxval)``, with the same numbers,
+    in fewer passes over the candidates: one number when the weights are
+    all equal, no clipping when none is beyond minval/maxval, no subtraction
+    of 0 and no multiplication by 1 or -1."""
+    if np.ndim(raw) == 0:
+        return multiplier * _normalize_one(raw, minval, maxval)
+    weights = np.asarray(raw)
+    low, high = weights.min(), weights.max()
+    bounded = minval is not None or maxval is not None
+    if bounded and (math.isnan(low) or math.isnan(high)
+                    or (minval is not None and low < minval)
+                    or (maxval is not None and high > maxval)):
+        if weights.dtype.kind in "iu" and maxval is None and float(minval) == int(minval):
+            weights = np.maximum(weights, int(minval))  # whole numbers stay exact
+        else:
+            weights = np.clip(weights.astype(np.float64), minval, maxval)
+        low, high = weights.min(), weights.max()
+    lo = float(low) if minval is None else float(minval)
+    hi = float(high) if maxval is None else float(maxval)
+    if lo == hi:
+        return multiplier * 0.0
+    if lo != 0.0:
+        weights = np.subtract(weights, lo, dtype=np.float64)
+    if np.ndim(multiplier) == 0 and multiplier in (1.0, -1.0):
+        # x / -d is exactly -(x / d): the sign folds into the division.
+        return np.divide(weights, multiplier * (hi - lo), dtype=np.float64)
+    return multiplier * np.divide(weights, hi - lo, dtype=np.float64)
+
+
+class WeighResult:
+    """The weighed candidates with their totals and each weigher's share.
+
+    ``candidates`` and ``weights`` are in the order the filters left them;
+    ``rows``, ``totals`` and ``contributions`` in weighed order, best first
+    (sorted when first read: a decision only needs its first few candidates,
+    ``ranking()``, and explain the whole order).
+    """
+
+    def __init__(self, candidates: np.ndarray, weights: np.ndarray,
+                 shares: dict[str, Any], ranked: bool):
+        self.candidates = candidates
+        self.weights = weights
+        # weigher name -> its share per candidate (or one number for all).
+        self.shares = shares
+        # False when no weigher told the candidates apart: the filter order.
+        self.ranked = ranked
+        self._order: np.ndarray | None = None
+
+    def order(self) -> np.ndarray:
+        """Positions of the candidates, best first (ties in filter order)."""
+        if self._order is None:
+            self._order = (np.argsort(-self.weights, kind="stable") if self.ranked
+                           else np.arange(len(self.candidates)))
+        return self._order
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self.candidates.take(self.order())
+
+    @property
+    def totals(self) -> np.ndarray:
+        return self.weights.take(self.order())
+
+    @property
+    def contributions(self) -> dict[str, np.ndarray]:
+        size = len(self.candidates)
+        return {name: np.broadcast_to(share, (size,))[self.order()]
+                for name, share in self.shares.items()}
+
+    def ranking(self) -> "Ranking":
+        """The candidates best first, sorted only as far as they are read."""
+        return Ranking(self.candidates, self.weights, self.ranked)
+
+
+class Ranking:
+    """Weighed candidates best first, as a sequence of table rows.
+
+    ``ranking[0]`` is the best candidate; reading further sorts further.
+    Finding the first few of 100,000 candidates is a partition, not a sort;
+    the order is exactly a stable sort's (ties keep the filter order).
+    """
+
+    # Candidates put in order on the first read.
+    _FIRST = 16
+
+    def __init__(self, candidates: np.ndarray, weights: np.ndarray,
+                 ranked: bool = True, front: int = 0):
+        self._candidates = candidates
+        self._weights = weights
+        self._ranked = ranked
+        self._front = front
+        self._best = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._candidates)
+
+    def __getitem__(self, position: int):
+        return self._candidates[self._position(position)]
+
+    def weight(self, position: int) -> float:
+        """The total weight of the candidate at ``position``."""
+        return float(self._weights[self._position(position)])
+
+    def moved_to_front(self, position: int) -> "Ranking":
+        """The same ranking with the candidate at ``position`` tried first
+        (``host_subset_size``'s random pick)."""
+        moved = Ranking(self._candidates, self._weights, self._ranked, position)
+        moved._best = self._best
+        return moved
+
+    def copy(self) -> np.ndarray:
+        """The whole order, as an array of rows."""
+        order = self._candidates.take(self._sorted(len(self)))
+        if self._front:
+            order = np.concatenate((order[self._front:self._front + 1],
+                                    order[:self._front], order[self._front + 1:]))
+        return order
+
+    def _position(self, position: int) -> int:
+        if not -len(self) <= position < len(self):
+            raise IndexError(position)
+        position %= len(self)
+        if self._front:
+            if position == 0:
+                position = self._front
+            elif position <= self._front:
+                position -= 1
+        return int(self._sorted(position + 1)[position])
+
+    def _sorted(self, count: int) -> np.ndarray:
+        """Positions of the best ``count`` candidates (at least), in order."""
+        if len(self._best) >= count:
+            return self._best
+        size = len(self._candidates)
+        if not self._ranked:
+            self._best = np.arange(size)
+            return self._best
+        want = max(count, 2 * len(self._best), self._FIRST)
+        if 8 * want >= size:
+            self._best = np.argsort(-self._weights, kind="stable")
+            return self._best
+        weights = self._weights
+        # The want-th largest weight; every candidate at least as heavy, in
+        # filter order, then stably by weight: a stable sort's first ones.
+        kth = np.partition(weights, size - want)[size - want]
+        heavy = np.flatnonzero(weights >= kth)
+        if len(heavy) < want:  # NaN weights (sorted last): sort them all
+            self._best = np.argsort(-weights, kind="stable")
+            return self._best
+        self._best = heavy[np.argsort(-weights[heavy], kind="stable")][:want]
+        return self._best
 
 
 class HostWeightHandler:
@@ -172,30 +356,43 @@ class HostWeightHandler:
     @staticmethod
     def weigh(weighers: list[BaseHostWeigher], cycle: CycleState,
               rows: np.ndarray) -> WeighResult:
-        """Candidates ordered by total weight, best first.
+        """Candidates with their total weights (see WeighResult).
 
         nova's rule: a single candidate is not weighed at all; it weighs
         0.0 (and no weigher is asked, so none can fail the request).
         """
         totals = np.zeros(len(rows), dtype=np.float64)
-        contributions: dict[str, np.ndarray] = {
-            weigher.name(): totals for weigher in weighers}
+        shares: dict[str, Any] = {weigher.name(): 0.0 for weigher in weighers}
+        ranked = False
         if len(rows) > 1:
             for weigher in weighers:
-                raw = weigher.weigh_rows(cycle, rows)
-                share = weigher.multipliers(cycle, rows) * normalize(
-                    raw, weigher.minval, weigher.maxval
-                )
-                share = np.broadcast_to(share, totals.shape)
-                contributions[weigher.name()] = share
-                totals = totals + share
-        # Stable: equal weights keep the order the filters produced.
-        order = np.argsort(-totals, kind="stable")
-        return WeighResult(
-            rows=rows[order],
-            totals=totals[order],
-            contributions={k: v[order] for k, v in contributions.items()},
-        )
+                multiplier = weigher.multipliers(cycle, rows)
+                off = (np.ndim(multiplier) == 0 and multiplier == 0
+                       and math.copysign(1.0, multiplier) > 0)
+                if off and weigher.whole_numbers and not weigher.per_host:
+                    continue  # 0.0 everywhere whatever it would say
+                raw = weigher._raw_weights(cycle, rows)
+                if off and _finite(raw):
+                    continue  # weighs 0.0 everywhere: nothing to add
+                share = _share(multiplier, raw, weigher.minval, weigher.maxval)
+                shares[weigher.name()] = share
+                if np.ndim(share) == 0:
+                    if share == 0:
+                        continue
+                else:
+                    ranked = True
+                totals += share
+        return WeighResult(rows, totals, shares, ranked)
+
+
+def column_weights(cycle: CycleState, name: str, rows: np.ndarray):
+    """A host table column's values of ``rows`` as raw weights; one number
+    when every row of the table has the same (a fleet of one hypervisor
+    version, no failed builds), which spares reading the rows."""
+    column = cycle.table.col(name)
+    if len(column) and column.min() == column.max():
+        return column[0].item()
+    return column.take(rows)
 
 
 def all_weighers() -> list[type]:

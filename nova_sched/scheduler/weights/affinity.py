@@ -24,7 +24,7 @@ class _SoftAffinityWeigherBase(weights.BaseHostWeigher):
     def weigh_all(self, cycle, rows):
         group = cycle.group
         if group is None or group.policy != self.policy or not group.hosts:
-            return np.zeros(len(rows), dtype=np.float64)
+            return 0  # every host alike
         table = cycle.table
         # Every node of a host counts the host's members; members on hosts
         # the table does not know are not candidates and are ignored.
@@ -36,7 +36,7 @@ class _SoftAffinityWeigherBase(weights.BaseHostWeigher):
             counts.extend([count] * len(host_rows))
         members = np.zeros(table.size, dtype=np.float64)
         members[where] = counts
-        return self.sign * members[rows]
+        return self.sign * members.take(rows)
 
 
 class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigherBase):

@@ -19,9 +19,10 @@ class BuildFailureWeigher(weights.BaseHostWeigher):
     """nova's BuildFailureWeigher: the node's failed builds, weighed negatively."""
 
     multiplier_option = "build_failure_weight_multiplier"
+    whole_numbers = True
     # nova negates the option (or the aggregates' smallest value): failures
     # count against a host while the option stays positive.
     multiplier_sign = -1.0
 
     def weigh_all(self, cycle, rows):
-        return cycle.table.col("failed_builds")[rows]
+        return weights.column_weights(cycle, "failed_builds", rows)

@@ -16,6 +16,7 @@ class DiskWeigher(weights.BaseHostWeigher):
     minval = 0
 
     multiplier_option = "disk_weight_multiplier"
+    whole_numbers = True
 
     def weigh_all(self, cycle, rows):
         # nova's free_disk_mb is physical: the allocation ratio does not enter it.

@@ -14,7 +14,8 @@ class HypervisorVersionWeigher(weights.BaseHostWeigher):
     """nova's HypervisorVersionWeigher: the reported ``hypervisor_version``."""
 
     multiplier_option = "hypervisor_version_weight_multiplier"
+    whole_numbers = True
 
     def weigh_all(self, cycle, rows):
         # The table holds 0 for a node that reports no version.
-        return cycle.table.col("hypervisor_version")[rows]
+        return weights.column_weights(cycle, "hypervisor_version", rows)

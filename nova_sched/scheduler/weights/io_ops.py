@@ -16,6 +16,7 @@ class IoOpsWeigher(weights.BaseHostWeigher):
     minval = 0
 
     multiplier_option = "io_ops_weight_multiplier"
+    whole_numbers = True
 
     def weigh_all(self, cycle, rows):
-        return cycle.table.col("num_io_ops")[rows]
+        return cycle.table.col("num_io_ops").take(rows)

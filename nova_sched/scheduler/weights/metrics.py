@@ -78,6 +78,14 @@ class _Prepared:
     weight_of_unavailable: float
 
 
+_METRIC = "metrics_weigher.value"
+
+
+def _metric(name: str):
+    """A node's reported value of metric ``name``; NaN when it has none."""
+    return lambda host_state: host_state.numeric_metrics().get(name, math.nan)
+
+
 class MetricsWeigher(weights.BaseHostWeigher):
     """nova's MetricsWeigher: the sum of ``ratio x value`` over weight_setting."""
 
@@ -101,30 +109,37 @@ class MetricsWeigher(weights.BaseHostWeigher):
         prepared: _Prepared = cycle.prepared(self)
         setting = prepared.setting
         if not setting:
-            return np.zeros(len(rows), dtype=np.float64)
+            return 0.0  # every host alike
         states = cycle.table.states
-        reported = [states[r].numeric_metrics() for r in rows.tolist()]
-        # values[i, j]: row i's value of the metric of setting entry j; NaN
-        # where the host does not report it (reported values are finite).
-        values = np.array(
-            [[found.get(name, math.nan) for name, _ in setting] for found in reported],
-            dtype=np.float64).reshape(len(rows), len(setting))
-        missing = np.isnan(values)
-        if prepared.required and missing.any():
+        # Each metric's values are a kind the host table keeps per report:
+        # NaN where the host does not report it (reported values are finite).
+        kinds = cycle.table.kinds
+        values = [kinds.numbers((_METRIC, name), _metric(name)).take(rows)
+                  for name, _ in setting]
+        missing = [np.isnan(column) for column in values]
+        lacking = [bool(column.any()) for column in missing]
+        if prepared.required and any(lacking):
             # nova's order: the first candidate lacking a metric, and its
             # first missing entry of the setting.
-            i, j = np.argwhere(missing)[0]
+            i = int(np.argmax(np.logical_or.reduce(missing)))
+            j = next(j for j, column in enumerate(missing) if column[i])
             state = states[int(rows[i])]
             raise ComputeHostMetricNotFound(state.host, state.nodename, setting[j][0])
-        multipliers = np.broadcast_to(
-            np.asarray(self.multipliers(cycle, rows), dtype=np.float64), (len(rows),))
+        multipliers = self.multipliers(cycle, rows)
         weight = np.zeros(len(rows), dtype=np.float64)
-        unavailable = np.zeros(len(rows), dtype=bool)
-        # Column by column, in the setting's order, so each host's sum adds
-        # up in the order nova's loop adds it.
+        unavailable = None
+        # Entry by entry, in the setting's order, so each host's sum adds up
+        # in the order nova's loop adds it.
         for j, (_, ratio) in enumerate(setting):
-            weight += np.where(missing[:, j], 0.0, values[:, j] * ratio)
+            if not lacking[j]:
+                weight += values[j] * ratio
+                continue
+            weight += np.where(missing[j], 0.0, values[j] * ratio)
             # A missing metric puts the host last, unless it cannot matter
             # (its ratio or the host's multiplier is 0).
-            unavailable |= missing[:, j] & (ratio * multipliers != 0)
+            cannot_matter = np.asarray(ratio * multipliers) == 0
+            hit = missing[j] & ~cannot_matter
+            unavailable = hit if unavailable is None else unavailable | hit
+        if unavailable is None:
+            return weight
         return np.where(unavailable, prepared.weight_of_unavailable, weight)

@@ -14,6 +14,7 @@ class NumInstancesWeigher(weights.BaseHostWeigher):
     """nova's NumInstancesWeigher: the node's ``num_instances``."""
 
     multiplier_option = "num_instances_weight_multiplier"
+    whole_numbers = True
 
     def weigh_all(self, cycle, rows):
-        return cycle.table.col("num_instances")[rows]
+        return cycle.table.col("num_instances").take(rows)

@@ -16,6 +16,7 @@ class RAMWeigher(weights.BaseHostWeigher):
     minval = 0
 
     multiplier_option = "ram_weight_multiplier"
+    whole_numbers = True
 
     def weigh_all(self, cycle, rows):
         # nova's free_ram_mb is physical: the allocation ratio does not enter it.

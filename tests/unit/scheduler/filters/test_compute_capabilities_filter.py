@@ -190,20 +190,25 @@ def test_parsed_specs_follow_the_request():
 
 
 def test_hosts_alike_in_what_the_specs_read_are_judged_once(monkeypatch):
+    from nova_sched.scheduler.filters import compute_capabilities_filter as ccf
+
     nodes = [dict(host=f"h{i}", hypervisor_type="kvm" if i % 3 else "xen",
                   cpu_info=CPU_INFO, stats={"rack": str(i % 2)}) for i in range(12)]
     table = fakes.make_table(nodes)
     flt = ComputeCapabilitiesFilter()
     judged = []
-    real = flt._verdict
-    monkeypatch.setattr(flt, "_verdict", lambda *a: judged.append(a[0].host) or real(*a))
+    real = ccf._passes
+    monkeypatch.setattr(ccf, "_passes",
+                        lambda req, cap: judged.append(req.key) or real(req, cap))
     spec = fakes.make_spec(extra_specs={"capabilities:hypervisor_type": "kvm",
                                         "capabilities:cpu_info:vendor": "Intel",
                                         "rack": "1"})
     kept = [h for h, _ in fakes.passes(flt, table, spec)]
     assert kept == [f"h{i}" for i in range(12) if i % 3 and i % 2]
-    # (kvm, xen) x (rack 0, rack 1): four kinds of host.
-    assert len(judged) == 4
+    # Each requirement once per kind of reading: kvm and xen, one vendor,
+    # rack 0 and rack 1.
+    assert sorted(judged) == sorted(["capabilities:hypervisor_type"] * 2
+                                    + ["capabilities:cpu_info:vendor", "rack", "rack"])
 
 
 def test_cpu_info_is_parsed_once_per_report(monkeypatch):

@@ -182,8 +182,8 @@ def test_filter_all_over_many_hosts():
 
 
 def test_each_kind_of_host_is_judged_once(monkeypatch):
-    # Nodes reporting equal supported_instances share one list (the table
-    # interns it): a kind is that list and the hypervisor version.
+    # A kind is what the filter reads of a report: the supported_instances
+    # and the hypervisor version; the host table keeps each node's kind.
     nodes = [dict(host=f"h{i}", supported_instances=[["x86_64", "kvm", "hvm"]]
                   if i % 2 else [["aarch64", "kvm", "hvm"]],
                   hypervisor_version=6000000 if i < 6 else 7000000)
@@ -193,12 +193,16 @@ def test_each_kind_of_host_is_judged_once(monkeypatch):
     judged = []
     real = flt._supported
     monkeypatch.setattr(flt, "_supported",
-                        lambda state, req: judged.append(state.host) or real(state, req))
+                        lambda kind, req: judged.append(kind) or real(kind, req))
     spec = fakes.make_spec(image_props={"hw_architecture": "x86_64",
                                         "img_hv_requested_version": ">=6.5"})
     kept = [h for h, _ in fakes.passes(flt, table, spec)]
     assert kept == ["h7", "h9", "h11"]
     assert len(judged) == 4
+    # A node's new report with another kind is judged by its new kind.
+    fakes.add_node(table, host="h1", supported_instances=[["x86_64", "kvm", "hvm"]],
+                   hypervisor_version=8000000)
+    assert [h for h, _ in fakes.passes(flt, table, spec)] == ["h1", "h7", "h9", "h11"]
 
 
 def test_default_architecture_applies_to_images_naming_none():

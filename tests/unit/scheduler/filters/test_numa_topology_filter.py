@@ -142,18 +142,68 @@ def test_ratios_are_the_nodes_effective_ones():
     assert _hosts(table, extra_specs=extra) == ["own", "agg"]
 
 
-def test_each_kind_of_host_is_judged_once(monkeypatch):
+def test_hosts_are_judged_column_wise_and_only_big_ones_on_their_own(monkeypatch):
     calls = []
     real = numa.fit
     monkeypatch.setattr(numa, "fit", lambda *a: calls.append(1) or real(*a))
-    cell = _cell(0, 4, 4096)
     table = fakes.make_table(
-        [dict(host=f"h{i}", numa_topology=_topology(dict(cell))) for i in range(8)]
-        + [dict(host="ratio", numa_topology=_topology(dict(cell)), node_cpu_ratio=4.0)])
-    spec = fakes.make_spec(vcpus=2, memory_mb=1024, extra_specs={"hw:numa_nodes": 1})
-    assert len(fakes.passes(NUMATopologyFilter(), table, spec)) == 9
-    # Same cells and usage; the node with its own CPU ratio is another kind.
-    assert len(calls) == 2
+        [dict(host=f"h{i}", numa_topology=_topology(_cell(0, 4, 4096, cpu_usage=i),
+                                                    _cell(1, 4, 4096)))
+         for i in range(8)]
+        + [dict(host="ratio", numa_topology=_topology(_cell(0, 4, 4096)),
+                node_cpu_ratio=4.0),
+           # More cells than the columns hold: asked with fit() on its own.
+           dict(host="many", numa_topology=_topology(*(_cell(i, 1, 1024)
+                                                       for i in range(6))))])
+    spec = fakes.make_spec(vcpus=2, memory_mb=1024, extra_specs={"hw:numa_nodes": 2})
+    kept = [h for h, _ in fakes.passes(NUMATopologyFilter(), table, spec)]
+    # A cell of 4 CPUs at ratio 1.0 takes a 1-CPU guest cell while its usage
+    # is at most 3; "ratio" has one cell for two guest cells.
+    assert kept == ["h0", "h1", "h2", "h3", "many"]
+    assert len(calls) == 1
+
+
+def _random_topology(rng):
+    if rng.random() < 0.1:
+        return rng.choice([None, {"cells": []}])
+    cells = []
+    for i in range(int(rng.integers(1, 7))):
+        cpus = int(rng.integers(1, 9))
+        memory = int(rng.choice([512, 1024, 2048, 4096]))
+        cells.append(_cell(i, cpus, memory,
+                           cpu_usage=float(rng.choice([0, 1, 2.5, cpus, 2 * cpus])),
+                           memory_usage=int(rng.integers(0, 2 * memory + 1))))
+    return _topology(*cells)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_column_wise_fit_agrees_with_fit_host_by_host(seed):
+    import numpy as np
+
+    from nova_sched.capacity import RAM, VCPU
+
+    rng = np.random.default_rng(seed)
+    table = fakes.make_table([
+        dict(host=f"h{i}", numa_topology=_random_topology(rng),
+             node_cpu_ratio=float(rng.choice([0.0, 1.0, 1.5, 4.0])),
+             node_ram_ratio=float(rng.choice([0.0, 1.0, 1.5])))
+        for i in range(200)])
+    rows = table.active_rows()
+    for _ in range(20):
+        nodes = int(rng.integers(1, 5))
+        spec = fakes.make_spec(vcpus=nodes * int(rng.integers(1, 4)),
+                               memory_mb=nodes * int(rng.choice([256, 512, 1024])),
+                               extra_specs={"hw:numa_nodes": nodes})
+        cycle = fakes.cycle(table, spec)
+        ours = NUMATopologyFilter().filter_rows(cycle, rows)
+        guests = numa.guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs, {})
+        cpu = cycle.resources.ratio(VCPU, rows)
+        ram = cycle.resources.ratio(RAM, rows)
+        for i, row in enumerate(rows.tolist()):
+            cells = numa.host_cells(table.states[row].numa_topology)
+            expected = cells is not None and numa.fit(
+                guests, cells, float(cpu[i]), float(ram[i])) is not None
+            assert ours[i] == expected, (table.states[row].numa_topology, guests)
 
 
 def test_a_guest_cell_never_overcommits_against_itself():
