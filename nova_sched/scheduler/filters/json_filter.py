@@ -151,25 +151,18 @@ def _lookup(host_state, path: tuple[str, ...]) -> Any:
     value = getattr(host_state, name, None)
     if value is None or callable(value):
         return _MISSING
-    for depth, key in enumerate(path[1:]):
-        if isinstance(value, str) and value[:1] == "{":
-            # An attribute's JSON text (cpu_info) is parsed once per report.
-            value = (host_state.derived(_PARSED + name,
-                                        lambda hs: _parse(getattr(hs, name)))
-                     if depth == 0 else _parse(value))
-            if value is _MISSING:
-                return _MISSING
-        if not isinstance(value, dict):
-            return _MISSING
-        value = value.get(key)
-        if value is None:
-            return _MISSING
-    return value
+    if len(path) > 1 and isinstance(value, str) and value[:1] == "{":
+        # An attribute's JSON text (cpu_info) is parsed once per report.
+        value = host_state.derived(_PARSED + name,
+                                   lambda hs: _parse(getattr(hs, name)))
+    return _walk(value, path[1:])
 
 
 def _walk(value: Any, keys: tuple[str, ...]) -> Any:
-    """``_lookup`` past the first name, from a value that is no JSON text."""
+    """Down through dicts (and JSON texts of dicts) along ``keys``."""
     for key in keys:
+        if isinstance(value, str) and value[:1] == "{":
+            value = _parse(value)
         if not isinstance(value, dict):
             return _MISSING
         value = value.get(key)
