@@ -49,8 +49,9 @@ _LOST_CLAIMS_BEFORE_REFRESH = 8
 class BootArgs:
     """What ``run_instance`` passes through to the compute node untouched."""
 
-    admin_password: Any
-    injected_files: Any
+    # Kept out of repr: a dataclass shown in a log line must not carry them.
+    admin_password: Any = dataclasses.field(repr=False)
+    injected_files: Any = dataclasses.field(repr=False)
     requested_networks: Any
     is_first_time: Any
     legacy_bdm_in_spec: Any = True
