@@ -215,17 +215,12 @@ ABSENT = "absent"          # private, a method, or no such attribute
 
 # Figures, as HostState computes them from its row, for many rows at once.
 _FIGURES: dict[str, Callable[[Any, np.ndarray], np.ndarray]] = {
-    "total_usable_ram_mb": lambda c, rows: c.table.col("memory_mb").take(rows),
-    "free_ram_mb": lambda c, rows: (c.table.col("memory_mb").take(rows)
-                                    - c.table.col("reserved_memory_mb").take(rows)
-                                    - c.table.col("claimed_memory_mb").take(rows)),
-    "vcpus_total": lambda c, rows: c.table.col("vcpus").take(rows),
-    "vcpus_used": lambda c, rows: (c.table.col("claimed_vcpus").take(rows)
-                                   + c.table.col("reserved_cpus").take(rows)),
-    "total_usable_disk_gb": lambda c, rows: c.table.col("disk_mb").take(rows) // 1024,
-    "free_disk_mb": lambda c, rows: (c.table.col("disk_mb").take(rows)
-                                     - c.table.col("reserved_disk_mb").take(rows)
-                                     - c.table.col("claimed_disk_mb").take(rows)),
+    "total_usable_ram_mb": lambda c, rows: c.resources.total(RAM, rows),
+    "free_ram_mb": lambda c, rows: c.resources.unclaimed(RAM, rows),
+    "vcpus_total": lambda c, rows: c.resources.total(VCPU, rows),
+    "vcpus_used": lambda c, rows: c.resources.used(VCPU, rows),
+    "total_usable_disk_gb": lambda c, rows: c.resources.total(DISK, rows) // 1024,
+    "free_disk_mb": lambda c, rows: c.resources.unclaimed(DISK, rows),
     "ram_allocation_ratio": lambda c, rows: c.resources.ratio(RAM, rows),
     "cpu_allocation_ratio": lambda c, rows: c.resources.ratio(VCPU, rows),
     "disk_allocation_ratio": lambda c, rows: c.resources.ratio(DISK, rows),

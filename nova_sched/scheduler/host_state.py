@@ -96,58 +96,50 @@ class HostState:
         assert self._table is not None, "HostState is not attached to a table"
         return self._table.columns[name][self._row]
 
-    # -- capacity -----------------------------------------------------
+    # -- capacity: the resource model's figures for this node ---------
+    def _figure(self, figure: str, resource) -> Any:
+        from nova_sched.scheduler.resources import ResourceView
+
+        assert self._table is not None, "HostState is not attached to a table"
+        view = ResourceView(self._table)
+        return getattr(view, figure)(resource, np.array([self._row]))[0]
+
     @property
     def total_usable_ram_mb(self) -> int:
-        return int(self._col("memory_mb"))
+        return int(self._figure("total", RAM))
 
     @property
     def free_ram_mb(self) -> int:
-        return int(
-            self._col("memory_mb")
-            - self._col("reserved_memory_mb")
-            - self._col("claimed_memory_mb")
-        )
+        return int(self._figure("unclaimed", RAM))
 
     @property
     def vcpus_total(self) -> int:
-        return int(self._col("vcpus"))
+        return int(self._figure("total", VCPU))
 
     @property
     def vcpus_used(self) -> int:
-        return int(self._col("claimed_vcpus") + self._col("reserved_cpus"))
+        return int(self._figure("used", VCPU))
 
     @property
     def total_usable_disk_gb(self) -> int:
-        return int(self._col("disk_mb") // 1024)
+        return int(self._figure("total", DISK)) // 1024
 
     @property
     def free_disk_mb(self) -> int:
-        return int(
-            self._col("disk_mb")
-            - self._col("reserved_disk_mb")
-            - self._col("claimed_disk_mb")
-        )
+        return int(self._figure("unclaimed", DISK))
 
     # -- the effective ratios (scheduler.resources decides which applies) --
     @property
     def ram_allocation_ratio(self) -> float:
-        return self._ratio(RAM)
+        return float(self._figure("ratio", RAM))
 
     @property
     def cpu_allocation_ratio(self) -> float:
-        return self._ratio(VCPU)
+        return float(self._figure("ratio", VCPU))
 
     @property
     def disk_allocation_ratio(self) -> float:
-        return self._ratio(DISK)
-
-    def _ratio(self, resource) -> float:
-        from nova_sched.scheduler.resources import ResourceView
-
-        assert self._table is not None, "HostState is not attached to a table"
-        rows = np.array([self._row])
-        return float(ResourceView(self._table).ratio(resource, rows)[0])
+        return float(self._figure("ratio", DISK))
 
     @property
     def num_instances(self) -> int:

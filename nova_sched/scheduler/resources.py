@@ -178,10 +178,14 @@ class ResourceView:
         return self._over(rows, None, lambda sel: self._limit(resource, sel)
                           - self.claimed(resource, sel))
 
+    def used(self, resource: Resource, rows) -> np.ndarray:
+        """Reserved plus claimed (nova's ``vcpus_used``)."""
+        return self.reserved(resource, rows) + self.claimed(resource, rows)
+
     def unclaimed(self, resource: Resource, rows) -> np.ndarray:
         """Physical capacity left, ignoring the ratio (nova's ``free_ram_mb``)."""
         return self._over(rows, None, lambda sel: self.total(resource, sel)
-                          - self.reserved(resource, sel) - self.claimed(resource, sel))
+                          - self.used(resource, sel))
 
     def fits(self, resource: Resource, rows, amount: int) -> np.ndarray:
         """Which rows can take ``amount`` more under their limit.
