@@ -100,6 +100,16 @@ class CycleState:
             cycle = CycleState(spec=spec, table=table)
         return column(cycle, np.array([host_state._row]))[0]
 
+    @staticmethod
+    def resources_of(table: "HostTable") -> ResourceView:
+        """The figures of ``table``'s nodes: those of the decision asking
+        host by host right now when it reads this table (worked out once),
+        else a view of their own."""
+        cycle = _ASKING.get()
+        if cycle is not None and cycle.table is table:
+            return cycle.resources
+        return ResourceView(table)
+
     # -- host figures ---------------------------------------------------------
     @property
     def resources(self) -> ResourceView:

@@ -98,10 +98,10 @@ class HostState:
 
     # -- capacity: the resource model's figures for this node ---------
     def _figure(self, figure: str, resource) -> Any:
-        from nova_sched.scheduler.resources import ResourceView
+        from nova_sched.scheduler.cycle_state import CycleState
 
         assert self._table is not None, "HostState is not attached to a table"
-        view = ResourceView(self._table)
+        view = CycleState.resources_of(self._table)
         return getattr(view, figure)(resource, np.array([self._row]))[0]
 
     @property
