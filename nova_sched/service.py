@@ -13,6 +13,7 @@ from nova_sched.db import api as db_api
 from nova_sched.db import migration
 from nova_sched.scheduler import recovery
 from nova_sched.scheduler.manager import SchedulerManager
+from nova_sched.scheduler.topic_consumer import TopicConsumer
 
 LOG = logging.getLogger(__name__)
 
@@ -50,7 +51,10 @@ class SchedulerService:
         self.manager.host_manager.full_resync()
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
-        self.server = rpc.get_server(self.transport, target, [self.manager])
+        self.server = TopicConsumer(self.transport, target, self.manager,
+                                    rpc.ContextSerializer(),
+                                    inline=("compute_node_update",),
+                                    threads=CONF.scheduler.request_threads)
         self.server.start()
         self._periodic = threading.Thread(target=self._run_periodic,
                                           name="periodic-tasks", daemon=True)
@@ -86,7 +90,6 @@ class SchedulerService:
         self._stop.set()
         if self.server is not None:
             self.server.stop()
-            self.server.wait()
         if self._periodic is not None:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()

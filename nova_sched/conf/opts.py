@@ -7,6 +7,12 @@ from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
+# Messages a daemon holds unacknowledged (oslo.messaging's default, 0, is
+# unlimited). A request is acknowledged once handled, so this bounds what
+# a daemon holds in memory and what the broker redelivers if it dies; the
+# cost of a small bound is a round trip to the broker when the daemon has
+# taken all it may and waits for the next message.
+DEFAULT_PREFETCH = 64
 
 
 def list_opts():
@@ -24,7 +30,11 @@ def set_lib_defaults():
     import oslo_messaging
     from oslo_config import cfg
 
+    from oslo_messaging._drivers import impl_rabbit
+
     oslo_messaging.set_transport_defaults(DEFAULT_CONTROL_EXCHANGE)
+    cfg.set_defaults(impl_rabbit.rabbit_opts,
+                     rabbit_qos_prefetch_count=DEFAULT_PREFETCH)
     cfg.set_defaults(
         oslo_messaging.transport._transport_opts,
         transport_url=DEFAULT_TRANSPORT_URL,

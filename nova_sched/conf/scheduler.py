@@ -37,6 +37,18 @@ scheduler_opts = [
         "share the database and stay correct together through claims.",
     ),
     cfg.IntOpt(
+        "request_threads",
+        default=8,
+        min=1,
+        help="Threads per process that handle requests taken from the "
+        "scheduler topic (compute reports are handled on the consumer "
+        "thread itself). Keep it below the database connection pool "
+        "([database] max_pool_size + max_overflow) so that no request waits "
+        "for a connection. A daemon holds at most [oslo_messaging_rabbit] "
+        "rabbit_qos_prefetch_count messages unacknowledged; the others wait "
+        "in the broker's queue.",
+    ),
+    cfg.IntOpt(
         "scheduling_timeout",
         default=300,
         min=1,

@@ -122,9 +122,10 @@ def calm_listener(server, interval: float = LISTENER_POLL_INTERVAL) -> bool:
     they are not shaped as expected.
     """
     try:
-        listener = server.listener._poll_style_listener
-        kombu_conn = listener.conn.connection.connection
-        transport = kombu_conn.transport
+        oslo_conn = getattr(server, "connection", None)
+        if oslo_conn is None:
+            oslo_conn = server.listener._poll_style_listener.conn
+        transport = oslo_conn.connection.connection.transport
     except AttributeError:
         return False
     if getattr(transport, "driver_type", None) != "memory":
