@@ -23,9 +23,14 @@ _lock = threading.Lock()
 _engine: sa.Engine | None = None
 _sessionmaker: sessionmaker | None = None
 _url: str | None = None
-# An in-memory SQLite database is one connection shared by all threads;
-# sessions on it take turns.
-_memory_lock: threading.RLock | None = None
+# SQLite has one writer at a time (every transaction here takes the write
+# lock up front), and a connection that finds it taken polls with sleeps
+# of up to 100 ms: with several threads that turns a millisecond's wait
+# into a tenth of a second. This process's transactions therefore queue on
+# a lock of their own; other processes sharing the file still meet
+# SQLite's busy timeout. An in-memory database is one connection shared by
+# all threads, which must take turns anyway.
+_sqlite_lock: threading.RLock | None = None
 
 T = TypeVar("T")
 
@@ -90,14 +95,14 @@ def create_engine(url: str) -> sa.Engine:
 
 def configure(url: str) -> sa.Engine:
     """Use ``url`` for every session from now on (replacing any engine)."""
-    global _engine, _sessionmaker, _url, _memory_lock
+    global _engine, _sessionmaker, _url, _sqlite_lock
     with _lock:
         if _engine is not None:
             _engine.dispose()
         _engine = create_engine(url)
         _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
         _url = url
-        _memory_lock = threading.RLock() if _is_memory(url) else None
+        _sqlite_lock = threading.RLock() if url.startswith("sqlite") else None
         return _engine
 
 
@@ -115,7 +120,7 @@ def session_scope() -> Iterator[Session]:
     """A session whose transaction commits on success, rolls back on error."""
     get_engine()
     assert _sessionmaker is not None
-    lock = _memory_lock or contextlib.nullcontext()
+    lock = _sqlite_lock or contextlib.nullcontext()
     with lock:
         session = _sessionmaker()
         try:
@@ -136,7 +141,7 @@ def transaction() -> Iterator[sa.Connection]:
     ten times what these plain statements do.
     """
     engine = get_engine()
-    lock = _memory_lock or contextlib.nullcontext()
+    lock = _sqlite_lock or contextlib.nullcontext()
     with lock:
         with engine.begin() as conn:
             yield conn
