@@ -7,6 +7,7 @@ admin_password or injected files: only sizes, placement and outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any, Iterable
 
@@ -42,6 +43,12 @@ _ACTIONS_OF = (
     .where(_ACTIONS.c.instance_uuid.in_(sa.bindparam("uuids", expanding=True)),
            _ACTIONS.c.action == sa.bindparam("b_action"))
     .order_by(_ACTIONS.c.id))
+_OPEN_EVENTS = (
+    sa.select(_EVENTS.c.action_id, sa.func.max(_EVENTS.c.id))
+    .where(_EVENTS.c.action_id.in_(sa.bindparam("ids", expanding=True)),
+           _EVENTS.c.event == sa.bindparam("b_event"),
+           _EVENTS.c.finish_time.is_(None))
+    .group_by(_EVENTS.c.action_id))
 _FINISH_EVENT = (
     sa.update(_EVENTS).where(_EVENTS.c.id == sa.bindparam("b_id"))
     .values(finish_time=sa.bindparam("b_now"), result=sa.bindparam("b_result"),
@@ -97,7 +104,43 @@ def _str(value: Any) -> str | None:
 @db_api.retry_on_disconnect
 def set_scheduling(uuid: str) -> None:
     """Back to task_state 'scheduling' without a host (a retry starts)."""
-    _update(uuid, host=None, node=None, vm_state="building", task_state="scheduling")
+    _update(uuid, host=None, node=None, cast_at=None, vm_state="building",
+            task_state="scheduling")
+
+
+@db_api.retry_on_disconnect
+def mark_cast(uuid: str) -> None:
+    """The instance was cast to the compute node it is placed on."""
+    _update(uuid, cast_at=db_api.utcnow())
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """Where an instance stands, as a request delivered again must know it."""
+
+    host: str | None
+    node: str | None
+    vm_state: str | None
+    cast: bool
+
+    @property
+    def settled(self) -> bool:
+        """Built, failed or deleted: no scheduler has anything left to do."""
+        return self.vm_state not in (None, "building")
+
+
+@db_api.retry_on_disconnect
+def standing(uuids: list[str]) -> dict[str, Standing]:
+    """uuid -> Standing, for those of ``uuids`` that are recorded."""
+    found: dict[str, Standing] = {}
+    with db_api.transaction() as conn:
+        for chunk in _chunks(uuids):
+            for uuid, host, node, vm_state, cast_at in conn.execute(
+                    sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
+                              _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
+                    .where(_INSTANCES.c.uuid.in_(chunk))):
+                found[uuid] = Standing(host, node, vm_state, cast_at is not None)
+    return found
 
 
 @db_api.retry_on_disconnect
@@ -280,7 +323,9 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
 
     The action row is the instance's (action, request) one, else its latest
     action of that name (a retry comes back under a new request id), and is
-    created when missing, as nova records 'create' for a boot.
+    created when missing, as nova records 'create' for a boot. An event of
+    that name still open under the action (the request delivered again
+    after its daemon died) is taken over rather than started twice.
     """
     now = db_api.utcnow()
     event_ids: dict[str, int] = {}
@@ -293,6 +338,8 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
             if rid == request_id:
                 exact[uuid] = action_id
         action_ids.update(exact)
+        open_events = dict(conn.execute(_OPEN_EVENTS, {
+            "ids": list(exact.values()) or [-1], "b_event": event}).all())
         for uuid in uuids:
             if uuid not in action_ids:
                 action_ids[uuid] = conn.execute(_ACTIONS.insert(), {
@@ -300,9 +347,12 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
                     "request_id": request_id, "user_id": _str(user_id),
                     "project_id": _str(project_id), "start_time": now,
                 }).inserted_primary_key[0]
-            event_ids[uuid] = conn.execute(_EVENTS.insert(), {
-                "action_id": action_ids[uuid], "event": event, "start_time": now,
-                "host": host}).inserted_primary_key[0]
+            event_id = open_events.get(action_ids[uuid])
+            if event_id is None:
+                event_id = conn.execute(_EVENTS.insert(), {
+                    "action_id": action_ids[uuid], "event": event,
+                    "start_time": now, "host": host}).inserted_primary_key[0]
+            event_ids[uuid] = event_id
     return event_ids
 
 

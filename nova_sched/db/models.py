@@ -49,6 +49,8 @@ class Instance(Base):
     user_id: Mapped[str | None] = mapped_column(String(255))
     availability_zone: Mapped[str | None] = mapped_column(String(255))
     scheduled_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # Set when the compute cast is sent (migration 0004): see db/instances.
+    cast_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     launch_index: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     updated_at: Mapped[dt.datetime | None] = mapped_column(DateTime)

@@ -85,7 +85,8 @@ class SchedulingCycle:
 
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
-                 alternates: int = 0) -> Iterator[Outcome]:
+                 alternates: int = 0, standing: dict | None = None
+                 ) -> Iterator[Outcome]:
         """Place each instance of the request in turn; one Outcome each.
 
         With ``boot`` each placement is recorded and cast to its node (a
@@ -94,22 +95,60 @@ class SchedulingCycle:
         itself. A request without instance uuids (select_destinations of
         Havana's conductor) is decided without claims. DatabaseUnavailable
         propagates: the whole request must wait for the database.
+        ``standing`` is ``standing(spec)`` when the caller has it already.
         """
         group = server_groups.resolve(spec, record=True)
-        if boot is not None and retry.is_reschedule(spec):
-            # A compute node gave the instances back: free what they held.
-            self.release(spec.instance_uuids)
-            for uuid in spec.instance_uuids:
-                db_instances.set_scheduling(uuid)
+        if standing is None:
+            standing = self.standing(spec) if boot is not None else {}
         uuids = spec.instance_uuids or [None] * spec.num_instances
         for index, uuid in enumerate(uuids):
+            where = standing.get(uuid)
+            if where is not None and (where.settled or where.cast):
+                # Delivered again after its daemon died: this instance was
+                # handled before it did.
+                LOG.info("Instance %s was already %s; not scheduled again", uuid,
+                         f"cast to {where.host}" if where.cast else where.vm_state)
+                yield Outcome(uuid)
+                continue
             try:
+                if where is not None and where.host is not None:
+                    selections = self._recast(context, spec, group, uuid, index,
+                                              where, boot)
+                    if selections:
+                        yield Outcome(uuid, selections)
+                        continue
                 yield Outcome(uuid, self._place(context, spec, group, uuid, index,
                                                 boot, alternates))
             except exception.DatabaseUnavailable:
                 raise
             except Exception as err:
                 yield Outcome(uuid, error=err)
+
+    def standing(self, spec: RequestSpec) -> dict:
+        """Where a boot request's instances stand before they are placed.
+
+        A compute node that gave instances back (a reschedule) has them
+        released and put back to 'scheduling' first; an instance whose host
+        is not among the nodes the request already tried was placed again
+        by an earlier delivery of this very request, and is left alone.
+        """
+        standing = db_instances.standing(spec.instance_uuids)
+        if retry.is_reschedule(spec):
+            tried = retry.tried_nodes(spec)
+            back = [u for u in spec.instance_uuids
+                    if u not in standing or not standing[u].settled
+                    and (standing[u].host, standing[u].node) in tried]
+            self.release(back)
+            for uuid in back:
+                db_instances.set_scheduling(uuid)
+                standing.pop(uuid, None)
+        return standing
+
+    @staticmethod
+    def to_place(spec: RequestSpec, standing: dict) -> list[str]:
+        """Those of the request's instances that ``schedule`` will place."""
+        return [u for u in spec.instance_uuids if u not in standing
+                or not (standing[u].settled or standing[u].cast)]
 
     def explain(self, spec: RequestSpec) -> dict:
         """What a decision would do for the request, claiming nothing."""
@@ -157,6 +196,50 @@ class SchedulingCycle:
                 db_instances.set_scheduling(uuid)
                 raise
         return selections
+
+    def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
+                where, boot: BootArgs) -> list[Selection]:
+        """An instance claimed by a daemon that died before it was cast.
+
+        The dying daemon may have cast it already: casting it to the same
+        node again is harmless (a compute node builds an instance once),
+        casting it elsewhere would build it twice. Its claim is taken again
+        on that node (replacing the one it holds: still one claim) and it is
+        cast there; [] when that node can no longer take it, and it is then
+        placed as if new.
+        """
+        fprops = retry.next_attempt(spec.filter_properties, uuid)
+        spec = dataclasses.replace(spec, filter_properties=fprops)
+        cycle = CycleState(spec=spec, instance_uuid=uuid,
+                           group=server_groups.for_decision(group, uuid))
+        with self._lock:
+            self.host_manager.refresh()
+            with self.host_manager.lock:
+                table = self.host_manager.table
+                row = table.row_of(where.host, where.node)
+                if row is None:
+                    return []
+                cycle.table = table
+                state = table.states[row]
+                held = Selection(host=state.host, nodename=state.nodename,
+                                 node_id=state.node_id,
+                                 limits=self.driver.limits(cycle, row),
+                                 ratios=cycle.resources.ratios_at(row))
+            claim = Claim(instance_uuid=uuid, node_id=held.node_id,
+                          memory_mb=spec.memory_mb, vcpus=spec.vcpus,
+                          disk_mb=spec.disk_mb, ratios=held.ratios)
+            try:
+                self.claims.claim(claim, Placement(held.host, held.nodename, index))
+            except exception.ClaimFailed:
+                LOG.warning("Instance %s held a claim on %s/%s that cannot be taken "
+                            "again; placing it anew", uuid, held.host, held.nodename)
+                return []
+            self.host_manager.refresh_node(held.node_id)
+        LOG.info("Instance %s was claimed on %s/%s by a scheduler that stopped "
+                 "before casting it; casting it there", uuid, held.host,
+                 held.nodename)
+        self._cast(context, spec, uuid, index, held, boot)
+        return [held]
 
     def decide(self, spec: RequestSpec, group, uuid: str | None) -> Decision:
         """Steps 1-3: prepare, filter and weigh for one instance."""
@@ -223,5 +306,9 @@ class SchedulingCycle:
             injected_files=boot.injected_files,
             admin_password=boot.admin_password, is_first_time=boot.is_first_time,
             node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec)
+        # A request delivered again must not cast this instance twice. A
+        # daemon dying between the cast and this line leaves the one window
+        # in which it will be (to the same node: see _recast).
+        db_instances.mark_cast(uuid)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)

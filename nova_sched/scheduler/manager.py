@@ -92,9 +92,18 @@ class SchedulerManager:
                  ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")}
         db_instances.ensure_instances(spec.instance_uuids, spec.instance_properties,
                                       sizes)
-        with EventReporter(context, "schedule", spec.instance_uuids, self.host) as events:
+        standing = self.cycle.standing(spec)
+        pending = self.cycle.to_place(spec, standing)
+        if not pending:
+            # Delivered again after the daemon that handled it died before
+            # acknowledging it: there is nothing left to do.
+            LOG.info("Request %s for instances %s was handled already",
+                     context.request_id, spec.instance_uuids)
+            return
+        with EventReporter(context, "schedule", pending, self.host) as events:
             self.notifier.run_instance_start(context, spec.raw)
-            for outcome in self.cycle.schedule(context, spec, boot):
+            for outcome in self.cycle.schedule(context, spec, boot,
+                                               standing=standing):
                 if outcome.error is not None:
                     self._fail(context, spec, outcome, events)
             self.notifier.run_instance_end(context, spec.raw)

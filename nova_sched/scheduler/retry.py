@@ -28,6 +28,13 @@ def is_reschedule(spec: RequestSpec) -> bool:
     return bool(spec.retry and spec.retry.get("exc"))
 
 
+def tried_nodes(spec: RequestSpec) -> set[tuple[str, str]]:
+    """The (host, node) pairs earlier attempts of the request were cast to."""
+    hosts = (spec.retry or {}).get("hosts") or []
+    return {(pair[0], pair[1]) for pair in hosts
+            if isinstance(pair, (list, tuple)) and len(pair) == 2}
+
+
 def next_attempt(filter_properties: dict, instance_uuid: str | None) -> dict:
     """A copy of ``filter_properties`` counting this attempt.
 

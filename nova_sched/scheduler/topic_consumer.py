@@ -41,6 +41,7 @@ import queue
 import socket
 import sys
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 import oslo_messaging as messaging
@@ -156,6 +157,7 @@ class TopicConsumer:
         self._workers: list[threading.Thread] = []
         self._consumer: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._abandoned = threading.Event()
         self._lock = threading.Lock()
         self._in_hand = 0  # taken by a worker or waiting for one, not yet acked
         self._conn = None
@@ -195,20 +197,23 @@ class TopicConsumer:
         self._stopping.set()
         for _ in self._workers:
             self._work.put(None)
+        deadline = time.monotonic() + timeout
         for worker in self._workers:
-            worker.join(timeout)
+            worker.join(max(0.0, deadline - time.monotonic()))
+        # A handler still running past the deadline is abandoned: its
+        # message, never acknowledged, goes back to the queue on close.
+        self._abandoned.set()
         if self._consumer is not None:
-            self._consumer.join(timeout)
+            self._consumer.join(max(0.0, deadline - time.monotonic()) + 5.0)
         if self._conn is not None:
             try:
                 self._conn.close()
             except Exception as err:  # the broker may be gone already
                 LOG.debug("Closing the consumer connection: %s", err)
-            self._conn = None
 
     @property
     def connection(self):
-        """oslo.messaging's connection this consumer reads (None when stopped)."""
+        """oslo.messaging's connection this consumer reads (None before start)."""
         return self._conn
 
     def in_hand(self) -> int:
@@ -222,7 +227,8 @@ class TopicConsumer:
         patched = None
         # Workers still finishing when a stop is asked need their
         # acknowledgements sent, so the loop runs until they are done.
-        while not (self._stopping.is_set() and self._workers_done()):
+        while not (self._stopping.is_set()
+                   and (self._workers_done() or self._abandoned.is_set())):
             self._send_acks()
             transport = self._amqp_transport()
             if transport is not patched:  # a new connection after a reconnect

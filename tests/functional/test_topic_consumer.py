@@ -1,0 +1,502 @@
+"""TopicConsumer on the real RabbitMQ: late acks, prefetch, inline methods.
+
+Unlike the rest of this suite, these tests run the consumer in the pytest
+process (one of them also in a subprocess it kills): what they check is
+what the broker sees of one consumer (messages ready and unacknowledged,
+as ``rabbitmqctl list_queues`` reports them) and the consumer's own
+figures (``delivered``, ``acknowledged``, ``in_hand()``).
+
+Every test gets its own topic on a vhost private to this module, and every
+consumer, transport and process it starts is stopped at its end.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+
+import pytest
+
+import cloudlib
+
+pytestmark = pytest.mark.integration
+
+# A test's every wait is bounded by this; each normally ends in well under
+# a second.
+WAIT = 10
+
+
+# -- the endpoint ------------------------------------------------------------
+def _endpoint_class():
+    import oslo_messaging as messaging
+
+    class Endpoint:
+        """Records what it handles; ``slow`` blocks until ``gate`` is set."""
+
+        target = messaging.Target(version="2.10")
+
+        def __init__(self, gate_open: bool = False):
+            self.lock = threading.Lock()
+            self.gate = threading.Event()
+            if gate_open:
+                self.gate.set()
+            self.reports: list[tuple[dict, str]] = []  # (compute_node, thread)
+            self.started: list[tuple[object, str]] = []  # (value, thread)
+            self.done: list[object] = []
+            self.request_ids: list[str] = []
+
+        @messaging.expose
+        def compute_node_update(self, context, compute_node):
+            with self.lock:
+                self.reports.append(
+                    (compute_node, threading.current_thread().name))
+
+        @messaging.expose
+        def echo(self, context, value):
+            return value
+
+        @messaging.expose
+        def slow(self, context, value):
+            with self.lock:
+                self.started.append((value, threading.current_thread().name))
+                self.request_ids.append(context.request_id)
+            # Bounded, so a failed test cannot leave a worker behind for
+            # ever; the fixtures open every gate at the end anyway.
+            self.gate.wait(60)
+            with self.lock:
+                self.done.append(value)
+
+        def hidden(self, context, **kwargs):  # not @expose: not callable
+            return "hidden"
+
+    return Endpoint
+
+
+# -- fixtures ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def broker(rabbitmq):
+    b = cloudlib.Broker(f"topicconsumer_{uuid.uuid4().hex[:8]}").open()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture
+def topic():
+    return f"tc_{uuid.uuid4().hex[:12]}"
+
+
+class _Harness:
+    """Makes transports, clients, endpoints and consumers; cleans them all up."""
+
+    def __init__(self, broker, topic):
+        import oslo_messaging as messaging
+
+        from nova_sched import rpc
+
+        self.messaging = messaging
+        self.rpc = rpc
+        self.broker = broker
+        self.topic = topic
+        self.transports = []
+        self.consumers = []
+        self.endpoints = []
+        self.Endpoint = _endpoint_class()
+
+    def transport(self):
+        transport = self.rpc.get_transport(self.broker.url)
+        self.transports.append(transport)
+        return transport
+
+    def endpoint(self, gate_open=False):
+        ep = self.Endpoint(gate_open)
+        self.endpoints.append(ep)
+        return ep
+
+    def consumer(self, endpoint, server="daemon-a", inline=(), threads=8,
+                 transport=None):
+        from nova_sched.scheduler.topic_consumer import TopicConsumer
+
+        consumer = TopicConsumer(
+            transport or self.transport(),
+            self.messaging.Target(topic=self.topic, server=server),
+            endpoint, self.rpc.ContextSerializer(), inline=inline,
+            threads=threads)
+        self.consumers.append(consumer)
+        consumer.start()
+        assert consumer.ready.wait(WAIT), "the consumer thread never polled"
+        return consumer
+
+    def client(self, version="2.10"):
+        return self.rpc.get_client(
+            self.transport(),
+            self.messaging.Target(topic=self.topic, version=version))
+
+    def context(self):
+        return self.rpc.admin_context()
+
+    def close(self):
+        """Open every gate, stop every consumer, clean up every transport."""
+        for ep in self.endpoints:
+            ep.gate.set()
+        consumers, self.consumers = self.consumers, []
+        transports, self.transports = self.transports, []
+        for consumer in consumers:
+            try:
+                consumer.stop(timeout=10)
+            except Exception:  # the test's own failure matters more
+                pass
+        for transport in transports:
+            try:
+                transport.cleanup()
+            except Exception:
+                pass
+
+
+@pytest.fixture
+def harness(broker, topic):
+    h = _Harness(broker, topic)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+# -- the broker's view ---------------------------------------------------------
+def _queue_counts(broker, name):
+    """(messages ready, messages unacknowledged) of a queue, per rabbitmqctl.
+
+    None when rabbitmqctl cannot be used (no private vhost): the tests then
+    check the consumer's own figures only.
+    """
+    if broker.vhost is None or not shutil.which("rabbitmqctl"):
+        return None
+    listed = subprocess.run(
+        ["rabbitmqctl", "-q", "-p", broker.vhost, "list_queues", "name",
+         "messages_ready", "messages_unacknowledged"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    if listed.returncode != 0:
+        raise AssertionError(f"rabbitmqctl list_queues failed: {listed.stderr}")
+    for line in listed.stdout.splitlines():
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[0] == name:
+            return int(fields[1]), int(fields[2])
+    raise AssertionError(f"no queue {name!r} in vhost {broker.vhost}:\n"
+                         f"{listed.stdout}")
+
+
+def _wait_queue(broker, name, predicate, what, timeout=WAIT):
+    """Until the queue's (ready, unacked) satisfy ``predicate``; returns them."""
+    if _queue_counts(broker, name) is None:
+        return None
+    last = []
+
+    def _check():
+        counts = _queue_counts(broker, name)
+        last[:] = [counts]
+        return counts if predicate(*counts) else None
+
+    try:
+        return cloudlib.wait_until(_check, timeout, 0.2, what)
+    except TimeoutError as err:
+        raise AssertionError(f"{err}; queue {name} (ready, unacked) = "
+                             f"{last[0] if last else None}") from None
+
+
+def _wait(predicate, what, timeout=WAIT):
+    try:
+        return cloudlib.wait_until(predicate, timeout, 0.05, what)
+    except TimeoutError as err:
+        raise AssertionError(str(err)) from None
+
+
+# -- 1. inline methods -----------------------------------------------------------
+def test_inline_casts_run_on_consumer_thread_once_each_and_acked(harness, broker):
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    client = harness.client()
+    ctxt = harness.context()
+    total = 200
+    for seq in range(total):
+        client.cast(ctxt, "compute_node_update",
+                    compute_node={"host": f"node-{seq}", "seq": seq})
+
+    _wait(lambda: len(ep.reports) >= total, f"{total} reports")
+    _wait(lambda: consumer.acknowledged >= total, f"{total} acknowledgements")
+    # Nothing left on the broker: no message ready, none unacknowledged,
+    # so none can arrive a second time after this point.
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the topic queue to be empty")
+
+    seqs = sorted(report["seq"] for report, _ in ep.reports)
+    assert seqs == list(range(total)), "every cast exactly once"
+    threads = {name for _, name in ep.reports}
+    assert threads == {"topic-consumer"}
+    assert consumer.delivered == total
+    assert consumer.acknowledged == total
+    assert consumer.dropped_acks == 0
+    assert consumer.in_hand() == 0
+
+
+# -- 2. late acknowledgement -------------------------------------------------------
+def test_worker_cast_is_acknowledged_only_when_its_handler_returns(harness, broker):
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    client = harness.client()
+    client.cast(harness.context(), "slow", value="late")
+
+    _wait(lambda: len(ep.started) == 1, "the handler to start")
+    assert ep.started[0][1].startswith("request-worker-")
+    # Blocked in its handler: taken, not acknowledged.
+    assert consumer.in_hand() == 1
+    assert consumer.acknowledged == 0
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 1),
+                "the message to be held unacknowledged")
+    assert ep.done == []
+
+    ep.gate.set()
+    _wait(lambda: consumer.acknowledged == 1, "the acknowledgement")
+    assert ep.done == ["late"]
+    assert consumer.in_hand() == 0
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the acknowledgement to reach the broker")
+
+
+# -- 3. redelivery after a daemon dies ------------------------------------------------
+_DAEMON_A = textwrap.dedent("""
+    import json, os, sys, threading
+
+    import nova_sched  # selects oslo.service's threading backend
+    import oslo_messaging as messaging
+    from nova_sched import rpc
+    from nova_sched.scheduler.topic_consumer import TopicConsumer
+
+    url, topic, marker = sys.argv[1:4]
+
+    def write(path, data):
+        with open(path + ".tmp", "w") as f:
+            json.dump(data, f)
+        os.replace(path + ".tmp", path)
+
+    class Endpoint:
+        target = messaging.Target(version="2.10")
+
+        @messaging.expose
+        def slow(self, context, value):
+            write(marker, {"value": value, "request_id": context.request_id})
+            threading.Event().wait()  # never returns: killed holding it
+
+    consumer = TopicConsumer(rpc.get_transport(url),
+                             messaging.Target(topic=topic, server="daemon-a"),
+                             Endpoint(), rpc.ContextSerializer(), threads=2)
+    consumer.start()
+    consumer.ready.wait(30)
+    write(marker + ".ready", {"pid": os.getpid()})
+    threading.Event().wait()
+""")
+
+
+def test_message_held_by_a_killed_daemon_is_redelivered(harness, broker, tmp_path):
+    marker = tmp_path / "held.json"
+    ready = tmp_path / "held.json.ready"
+    log = open(tmp_path / "daemon-a.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _DAEMON_A, broker.url, harness.topic, str(marker)],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env=cloudlib.subprocess_env(), cwd=str(tmp_path))
+    log.close()
+
+    def _log():
+        return (tmp_path / "daemon-a.log").read_text(errors="replace")[-3000:]
+
+    try:
+        def _alive(path):
+            if proc.poll() is not None:
+                raise AssertionError(f"daemon A exited ({proc.returncode}):\n{_log()}")
+            return path.exists()
+
+        _wait(lambda: _alive(ready), "daemon A to consume", timeout=30)
+        client = harness.client()
+        value = {"request": str(uuid.uuid4()), "n": 7}
+        client.cast(harness.context(), "slow", value=value)
+        _wait(lambda: _alive(marker), "daemon A to take the message")
+        held = json.loads(marker.read_text())
+        assert held["value"] == value
+        _wait_queue(broker, harness.topic,
+                    lambda ready_, unacked: (ready_, unacked) == (0, 1),
+                    "daemon A to hold the message unacknowledged")
+
+        # Daemon B consumes the same topic; the message is A's until A dies.
+        ep_b = harness.endpoint(gate_open=True)
+        consumer_b = harness.consumer(ep_b, server="daemon-b")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(WAIT)
+
+        _wait(lambda: ep_b.done, "daemon B to handle the redelivered message")
+        assert ep_b.done == [value]
+        assert ep_b.request_ids == [held["request_id"]], "the same message"
+        _wait(lambda: consumer_b.acknowledged == 1, "daemon B's acknowledgement")
+        _wait_queue(broker, harness.topic,
+                    lambda ready_, unacked: (ready_, unacked) == (0, 0),
+                    "the topic queue to be empty")
+        assert consumer_b.delivered == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(WAIT)
+
+
+# -- 4. bounded prefetch --------------------------------------------------------------
+def test_prefetch_bounds_the_messages_held(harness, broker):
+    from oslo_messaging._drivers import impl_rabbit
+
+    from nova_sched.conf import CONF
+
+    # Registered by the first rabbit transport; registering the same
+    # options again is a no-op and lets this test run first.
+    CONF.register_opts(impl_rabbit.rabbit_opts, group="oslo_messaging_rabbit")
+    CONF.set_override("rabbit_qos_prefetch_count", 5, group="oslo_messaging_rabbit")
+    try:
+        ep = harness.endpoint()
+        consumer = harness.consumer(ep, threads=2)
+        client = harness.client()
+        total = 30
+        ctxt = harness.context()
+        for n in range(total):
+            client.cast(ctxt, "slow", value=n)
+
+        _wait(lambda: consumer.in_hand() == 5, "the consumer to hold 5")
+        _wait(lambda: len(ep.started) == 2, "both workers to be busy")
+        counts = _wait_queue(broker, harness.topic,
+                             lambda ready, unacked: ready + unacked == total,
+                             f"all {total} casts to reach the queue")
+        if counts is not None:
+            ready, unacked = counts
+            assert unacked <= 5
+            assert ready >= total - 5
+        assert consumer.in_hand() <= 5
+        assert consumer.delivered <= 5
+        assert consumer.acknowledged == 0
+
+        ep.gate.set()
+        _wait(lambda: len(ep.done) == total, f"all {total} handled")
+        _wait(lambda: consumer.acknowledged == total, f"{total} acknowledgements")
+        assert sorted(ep.done) == list(range(total))
+        assert consumer.delivered == total
+        assert consumer.in_hand() == 0
+        _wait_queue(broker, harness.topic,
+                    lambda ready, unacked: (ready, unacked) == (0, 0),
+                    "the topic queue to be empty")
+    finally:
+        harness.close()  # its connection was made with the override
+        CONF.clear_override("rabbit_qos_prefetch_count", group="oslo_messaging_rabbit")
+
+
+# -- 5. calls: replies and remote errors ---------------------------------------------
+def test_calls_get_replies_and_remote_errors(harness, broker):
+    messaging = harness.messaging
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    client = harness.client().prepare(timeout=10)
+    ctxt = harness.context()
+
+    assert client.call(ctxt, "echo", value=3) == 3
+    assert client.call(ctxt, "echo", value={"a": [1, 2]}) == {"a": [1, 2]}
+
+    # Not @expose: the dispatcher's NoSuchMethod, sent back as a remote
+    # error (oslo.messaging's own exceptions are not in the transport's
+    # allowed_remote_exmods, so the client sees RemoteError naming it).
+    with pytest.raises(messaging.RemoteError) as info:
+        client.call(ctxt, "hidden", value=1)
+    assert info.value.exc_type == "NoSuchMethod"
+    assert "hidden" in info.value.value
+    with pytest.raises(messaging.RemoteError) as info:
+        client.call(ctxt, "no_such_method")
+    assert info.value.exc_type == "NoSuchMethod"
+    assert client.call(ctxt, "echo", value=4) == 4, "still serving"
+
+    # A major version the endpoint (2.10) does not implement.
+    newer = harness.client(version="3.0").prepare(timeout=10)
+    with pytest.raises(messaging.RemoteError) as info:
+        newer.call(ctxt, "echo", value=5)
+    assert info.value.exc_type == "UnsupportedVersion"
+    assert client.call(ctxt, "echo", value=6) == 6, "still serving"
+
+    _wait(lambda: consumer.acknowledged == 7, "every call acknowledged")
+    assert consumer.delivered == 7
+    assert consumer.in_hand() == 0
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the topic queue to be empty")
+
+
+# -- 6. malformed inline casts ------------------------------------------------------
+def test_malformed_inline_cast_is_logged_dropped_and_acknowledged(harness, broker, caplog):
+    caplog.set_level("ERROR", logger="nova_sched.scheduler.topic_consumer")
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    client = harness.client()
+    ctxt = harness.context()
+
+    client.cast(ctxt, "compute_node_update", node={"host": "bad"})
+    client.cast(ctxt, "compute_node_update", compute_node={"host": "good"})
+
+    _wait(lambda: ep.reports, "the good report")
+    _wait(lambda: consumer.acknowledged == 2, "both casts acknowledged")
+    assert [report for report, _ in ep.reports] == [{"host": "good"}]
+    assert consumer.delivered == 2
+    assert consumer.in_hand() == 0
+    failures = [r for r in caplog.records
+                if r.name == "nova_sched.scheduler.topic_consumer"
+                and "compute_node_update cast failed" in r.getMessage()]
+    assert len(failures) == 1
+    assert failures[0].exc_info and failures[0].exc_info[0] is TypeError
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the topic queue to be empty")
+
+
+# -- 7. stop() ------------------------------------------------------------------------
+def test_stop_finishes_running_handler_and_returns_the_rest(harness, broker):
+    ep_a = harness.endpoint()
+    consumer_a = harness.consumer(ep_a, server="daemon-a", threads=1)
+    client = harness.client()
+    ctxt = harness.context()
+    for n in (1, 2, 3):
+        client.cast(ctxt, "slow", value=n)
+
+    # 1 runs on the only worker; 2 and 3 are taken, waiting for it.
+    _wait(lambda: [v for v, _ in ep_a.started] == [1], "the first handler to start")
+    _wait(lambda: consumer_a.delivered == 3 and consumer_a.in_hand() == 3,
+          "all three taken")
+
+    stopper = threading.Thread(target=consumer_a.stop, kwargs={"timeout": 20},
+                               name="test-stopper", daemon=True)
+    stopper.start()
+    # stop() sets this first thing; no public sign of it before it returns.
+    _wait(consumer_a._stopping.is_set, "stop() to begin")
+    ep_a.gate.set()
+    stopper.join(30)
+    assert not stopper.is_alive(), "stop() did not return"
+
+    assert ep_a.done == [1]
+    assert [v for v, _ in ep_a.started] == [1], "2 and 3 must not start"
+    assert consumer_a.acknowledged == 1
+    assert consumer_a.in_hand() == 0
+    assert consumer_a.connection is None
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (2, 0),
+                "2 and 3 back in the queue")
+
+    ep_b = harness.endpoint(gate_open=True)
+    consumer_b = harness.consumer(ep_b, server="daemon-b")
+    _wait(lambda: len(ep_b.done) == 2, "daemon B to handle 2 and 3")
+    _wait(lambda: consumer_b.acknowledged == 2, "daemon B's acknowledgements")
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the topic queue to be empty")
+    assert sorted(ep_b.done) == [2, 3]
+    assert consumer_b.delivered == 2, "1 was acknowledged: never redelivered"

@@ -1,0 +1,146 @@
+"""A request delivered again continues where its dead daemon left off.
+
+The consumer acknowledges a request only once it is handled, so the broker
+delivers again whatever a killed daemon held. These tests replay the same
+``run_instance`` against the states a daemon can die in: nothing recorded,
+claimed but not cast, cast but not acknowledged, and a reschedule that was
+already placed again.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import sqlalchemy as sa
+
+from nova_sched.db import api as db_api
+from nova_sched.db import instances as db_instances
+from nova_sched.db import models
+from nova_sched.scheduler.claims import Claim, Placement
+from tests.unit.scheduler.conftest import boot_request, compute_report
+from tests.unit.scheduler.conftest import instance_row as _instance
+
+
+def _run(manager, ctxt, spec, fprops=None):
+    manager.run_instance(ctxt, spec, "pw", [], None, True,
+                         fprops if fprops is not None else {})
+
+
+def _allocations(uuid):
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.Allocation.compute_node_id).where(
+            models.Allocation.instance_uuid == uuid)).scalars().all()
+
+
+def _claimed(host):
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.ComputeNode.claimed_memory_mb).where(
+            models.ComputeNode.host == host)).scalar_one()
+
+
+def _schedule_events(uuid):
+    with db_api.session_scope() as s:
+        return s.execute(
+            sa.select(models.InstanceActionEvent.result)
+            .join(models.InstanceAction,
+                  models.InstanceActionEvent.action_id == models.InstanceAction.id)
+            .where(models.InstanceAction.instance_uuid == uuid,
+                   models.InstanceActionEvent.event == "schedule")).scalars().all()
+
+
+def _two_hosts(manager, ctxt):
+    manager.compute_node_update(ctxt, compute_report("big", memory_mb=16384))
+    manager.compute_node_update(ctxt, compute_report("small", memory_mb=4096))
+
+
+def test_a_request_handled_once_is_not_handled_again(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024, count=2)
+    _run(manager, ctxt, spec)
+    _run(manager, ctxt, copy.deepcopy(spec))  # the broker delivers it again
+
+    casts = manager.cycle.compute_api.casts
+    assert len(casts) == 2
+    assert sorted(c["instance"]["uuid"] for c in casts) == sorted(spec["instance_uuids"])
+    for uuid in spec["instance_uuids"]:
+        assert len(_allocations(uuid)) == 1
+        assert _schedule_events(uuid) == ["Success"]
+    assert _claimed("big") + _claimed("small") == 2048
+
+
+def test_claimed_but_not_cast_is_cast_to_the_node_it_holds(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    # The dead daemon recorded the instance, started its event and claimed
+    # "small" (not the node a fresh decision would choose), then died.
+    db_instances.ensure_instances([uuid], spec["instance_properties"])
+    db_instances.start_events([uuid], "create", "schedule", ctxt.request_id,
+                              "u1", "p1", "dead-daemon")
+    node_id = manager.host_manager.node_id_of("small", "small")
+    manager.cycle.claims.claim(
+        Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
+              disk_mb=1024, ratios={"ram": 1.5, "cpu": 16.0, "disk": 1.0}),
+        Placement("small", "small", 0))
+
+    _run(manager, ctxt, spec)
+
+    casts = manager.cycle.compute_api.casts
+    assert [c["host"] for c in casts] == ["small"]
+    assert casts[0]["filter_properties"]["limits"]["memory_mb"] == 4096 * 1.5
+    assert len(_allocations(uuid)) == 1
+    assert _claimed("small") == 1024 and _claimed("big") == 0
+    # The open event is finished, not doubled.
+    assert _schedule_events(uuid) == ["Success"]
+    assert _instance(uuid).cast_at is not None
+
+
+def test_cast_but_not_acknowledged_is_not_cast_again(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _run(manager, ctxt, spec)
+    assert _instance(uuid).cast_at is not None
+    # Died after the cast, before the event was finished and the message
+    # acknowledged: reopen the event as it would have stood.
+    with db_api.transaction() as conn:
+        conn.execute(sa.update(models.InstanceActionEvent.__table__)
+                     .values(finish_time=None, result=None))
+
+    _run(manager, ctxt, spec)
+
+    assert len(manager.cycle.compute_api.casts) == 1
+    assert len(_allocations(uuid)) == 1
+
+
+def test_a_reschedule_delivered_twice_places_the_instance_once(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _run(manager, ctxt, spec)
+    first = manager.cycle.compute_api.casts[-1]
+    assert first["host"] == "big"
+
+    fprops = copy.deepcopy(first["filter_properties"])
+    fprops["retry"]["exc"] = "BuildAbortException: disk on fire"
+    _run(manager, ctxt, first["request_spec"], copy.deepcopy(fprops))
+    _run(manager, ctxt, first["request_spec"], copy.deepcopy(fprops))  # again
+
+    hosts = [c["host"] for c in manager.cycle.compute_api.casts]
+    assert hosts == ["big", "small"]
+    assert _instance(uuid).host == "small"
+    assert _claimed("big") == 0 and _claimed("small") == 1024
+    assert len(_allocations(uuid)) == 1
+
+
+def test_an_instance_in_error_is_left_alone(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    db_instances.ensure_instances([uuid], spec["instance_properties"])
+    db_instances.mark_error(uuid, "failed before")
+
+    _run(manager, ctxt, spec)
+
+    assert manager.cycle.compute_api.casts == []
+    assert _allocations(uuid) == []
