@@ -210,10 +210,12 @@ class TopicConsumer:
                 self._conn.close()
             except Exception as err:  # the broker may be gone already
                 LOG.debug("Closing the consumer connection: %s", err)
+            if self._consumer is None or not self._consumer.is_alive():
+                self._conn = None
 
     @property
     def connection(self):
-        """oslo.messaging's connection this consumer reads (None before start)."""
+        """oslo.messaging's connection this consumer reads (None unless started)."""
         return self._conn
 
     def in_hand(self) -> int:
