@@ -59,6 +59,17 @@ def instance_row(uuid: str):
             models.Instance.uuid == uuid)).scalar_one()
 
 
+def claimed_memory(host: str) -> int:
+    """The MB of RAM claimed on the compute node of ``host``."""
+    import sqlalchemy as sa
+
+    from nova_sched.db import models
+
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.ComputeNode.claimed_memory_mb).where(
+            models.ComputeNode.host == host)).scalar_one()
+
+
 def fault_messages(uuid: str) -> list[str]:
     """The messages of the instance's faults, oldest first."""
     import sqlalchemy as sa

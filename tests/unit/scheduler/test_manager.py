@@ -13,7 +13,8 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from tests.unit.scheduler.conftest import (boot_request, compute_report,
+from tests.unit.scheduler.conftest import (boot_request, claimed_memory as _claimed,
+                                           compute_report,
                                            fault_messages as _faults,
                                            instance_row as _instance)
 
@@ -28,11 +29,6 @@ def _events(uuid):
                   models.InstanceActionEvent.action_id == models.InstanceAction.id)
             .where(models.InstanceAction.instance_uuid == uuid)).all()
 
-
-def _claimed(host):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.ComputeNode.claimed_memory_mb).where(
-            models.ComputeNode.host == host)).scalar_one()
 
 
 def _run(manager, ctxt, spec, fprops=None, password="s3cret-pw"):

@@ -18,6 +18,7 @@ from nova_sched.db import instances as db_instances
 from nova_sched.db import models
 from nova_sched.scheduler.claims import Claim, Placement
 from tests.unit.scheduler.conftest import boot_request, compute_report
+from tests.unit.scheduler.conftest import claimed_memory as _claimed
 from tests.unit.scheduler.conftest import instance_row as _instance
 
 
@@ -31,11 +32,6 @@ def _allocations(uuid):
         return s.execute(sa.select(models.Allocation.compute_node_id).where(
             models.Allocation.instance_uuid == uuid)).scalars().all()
 
-
-def _claimed(host):
-    with db_api.session_scope() as s:
-        return s.execute(sa.select(models.ComputeNode.claimed_memory_mb).where(
-            models.ComputeNode.host == host)).scalar_one()
 
 
 def _schedule_events(uuid):
