@@ -40,9 +40,12 @@ from nova_sched.scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 
-# After this many lost claims in one decision the cache is clearly behind
-# the database: re-read it once and decide again before giving up.
+# After this many claims lost in a row the cache is clearly behind the
+# database: re-read all that changed before deciding again.
 _LOST_CLAIMS_BEFORE_REFRESH = 8
+# Claims lost in a row after which an instance is given up (NoValidHost):
+# the cloud is full or far too contended for this instance.
+_MAX_LOST_CLAIMS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,14 +181,12 @@ class SchedulingCycle:
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
-        with self._lock:
-            self.host_manager.refresh()
-            started = time.perf_counter()
-            try:
-                selections = self._claim_best(spec, group, uuid, placement_index,
-                                              alternates)
-            finally:
-                self.stats.record(time.perf_counter() - started)
+        started = time.perf_counter()
+        try:
+            selections = self._claim_best(spec, group, uuid, placement_index,
+                                          alternates)
+        finally:
+            self.stats.record(time.perf_counter() - started)
         if boot is not None:
             try:
                 self._cast(context, spec, uuid, index, selections[0], boot)
@@ -249,39 +250,62 @@ class SchedulingCycle:
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates
                     ) -> list[Selection]:
-        """Step 4: claim the best node that still has room, and record it."""
+        """Step 4: take the best node in memory, then claim it in the database.
+
+        As kube-scheduler "assumes" a pod before binding it, the decision
+        counts the instance on its node in the host table while it holds
+        the cycle's lock, and the claim's transaction runs after the lock
+        is released: the next decision in this daemon already sees the node
+        fuller and need not wait for the database. A claim lost to another
+        daemon (the guarded UPDATE) takes the assumption back (the node is
+        re-read) and decides again.
+        """
         lost = 0
-        for attempt in range(2):
-            decision = self.decide(spec, group, uuid)
-            if not len(decision.order):
-                raise exception.NoValidHost(decision.reason())
-            for position in range(len(decision.order)):
-                chosen = decision.selection(position)
+        while True:
+            with self._lock:
+                self.host_manager.refresh(
+                    force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
+                decision = self.decide(spec, group, uuid)
+                if not len(decision.order):
+                    reason = decision.reason()
+                    if lost:
+                        reason += f"; {lost} claims lost to concurrent schedulers"
+                    raise exception.NoValidHost(reason)
+                chosen = decision.selection(0)
+                rest = [decision.selection(p) for p in
+                        range(1, min(1 + alternates, len(decision.order)))]
                 claim = Claim(instance_uuid=uuid or "", node_id=chosen.node_id,
                               memory_mb=spec.memory_mb, vcpus=spec.vcpus,
                               disk_mb=spec.disk_mb, ratios=chosen.ratios)
-                if uuid:
-                    placement = None if placement_index is None else Placement(
-                        chosen.host, chosen.nodename, placement_index)
-                    try:
-                        self.claims.claim(claim, placement)
-                    except exception.ClaimFailed:
-                        lost += 1
-                        LOG.info("Lost the claim for %s on %s/%s to another "
-                                 "scheduler; trying the next host", uuid,
-                                 chosen.host, chosen.nodename)
-                        self.host_manager.refresh_node(chosen.node_id)
-                        if lost % _LOST_CLAIMS_BEFORE_REFRESH == 0:
-                            break
-                        continue
-                self.host_manager.consume(int(decision.order[position]), claim)
-                rest = range(position + 1, min(position + 1 + alternates,
-                                               len(decision.order)))
-                return [chosen] + [decision.selection(p) for p in rest]
-            if attempt == 0:
-                self.host_manager.refresh(force=True)
-        raise exception.NoValidHost(
-            f"{decision.reason()}; {lost} claims lost to concurrent schedulers")
+                self.host_manager.consume(int(decision.order[0]), claim)
+                if not uuid:
+                    # Nothing to claim for (Havana's conductor asks without
+                    # uuids): counted in memory only, so the request's next
+                    # instance sees it, as nova does.
+                    return [chosen] + rest
+            placement = None if placement_index is None else Placement(
+                chosen.host, chosen.nodename, placement_index)
+            try:
+                self.claims.claim(claim, placement)
+                return [chosen] + rest
+            except exception.ClaimFailed:
+                lost += 1
+                LOG.info("Lost the claim for %s on %s/%s to another scheduler; "
+                         "deciding again", uuid, chosen.host, chosen.nodename)
+                self.host_manager.refresh_node(chosen.node_id)
+                if lost >= _MAX_LOST_CLAIMS:
+                    raise exception.NoValidHost(
+                        f"{lost} claims lost to concurrent schedulers")
+            except BaseException:
+                self._forget_assumption(chosen.node_id)
+                raise
+
+    def _forget_assumption(self, node_id: int) -> None:
+        """Take back an instance counted on a node it could not claim."""
+        try:
+            self.host_manager.refresh_node(node_id)
+        except Exception as err:  # the periodic resync corrects it later
+            LOG.warning("Could not re-read compute node %s (%s)", node_id, err)
 
     def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
               chosen: Selection, boot: BootArgs) -> None:
