@@ -161,7 +161,7 @@ def load_for_cache() -> list[AggregateInfo]:
 @db_api.retry_on_disconnect
 def load_with_stamp() -> tuple[int, list[AggregateInfo]]:
     """The change stamp and every aggregate, the stamp read first."""
-    with db_api.session_scope() as session:
+    with db_api.read_session() as session:
         value = _read_stamp(session)
         return value, [_info(agg) for agg in _list(session)]
 
@@ -169,7 +169,7 @@ def load_with_stamp() -> tuple[int, list[AggregateInfo]]:
 @db_api.retry_on_disconnect
 def stamp() -> int:
     """Microseconds stamp of the last aggregate change; 0 when never changed."""
-    with db_api.session_scope() as session:
+    with db_api.read_session() as session:
         return _read_stamp(session)
 
 

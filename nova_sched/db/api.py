@@ -34,6 +34,9 @@ _sqlite_lock: threading.RLock | None = None
 
 T = TypeVar("T")
 
+# Execution option marking a connection that only reads (read_session).
+_READ_ONLY = "nova_sched_read_only"
+
 
 def utcnow() -> dt.datetime:
     """Naive UTC, the form nova's tables store."""
@@ -88,7 +91,11 @@ def create_engine(url: str) -> sa.Engine:
             # A deferred transaction that reads, then writes, fails at once
             # with SQLITE_BUSY when another process wrote in between; taking
             # the write lock up front makes writers queue on busy_timeout.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # Readers (read_session) take a snapshot and no lock.
+            if conn.get_execution_options().get(_READ_ONLY):
+                conn.exec_driver_sql("BEGIN")
+            else:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
@@ -145,6 +152,27 @@ def transaction() -> Iterator[sa.Connection]:
     with lock:
         with engine.begin() as conn:
             yield conn
+
+
+@contextlib.contextmanager
+def read_session() -> Iterator[Session]:
+    """A session for reading only: nothing it does is committed.
+
+    On a SQLite file it neither takes the write lock nor queues behind
+    this process's writers: WAL gives it a consistent snapshot beside
+    them. Elsewhere it is an ordinary transaction.
+    """
+    engine = get_engine()
+    lock = _sqlite_lock if _url is not None and _is_memory(_url) else None
+    with lock or contextlib.nullcontext():
+        with engine.connect() as conn:
+            conn.execution_options(**{_READ_ONLY: True})
+            session = Session(bind=conn)
+            try:
+                yield session
+            finally:
+                session.rollback()
+                session.close()
 
 
 def _is_connection_error(err: BaseException) -> bool:

@@ -205,7 +205,7 @@ def load_changed(since_us: int) -> tuple[list, list]:
     """
     nodes_t = models.ComputeNode.__table__
     services_t = models.Service.__table__
-    with db_api.session_scope() as session:
+    with db_api.read_session() as session:
         nodes = session.execute(
             sa.select(nodes_t).where(nodes_t.c.changed_at >= since_us)
         ).mappings().all()
@@ -223,7 +223,7 @@ def load_node(node_id: int):
     """One node's row and its host's compute service row (either may be None)."""
     nodes_t = models.ComputeNode.__table__
     services_t = models.Service.__table__
-    with db_api.session_scope() as session:
+    with db_api.read_session() as session:
         node = session.execute(
             sa.select(nodes_t).where(nodes_t.c.id == node_id)
         ).mappings().one_or_none()

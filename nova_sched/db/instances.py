@@ -133,7 +133,7 @@ class Standing:
 def standing(uuids: list[str]) -> dict[str, Standing]:
     """uuid -> Standing, for those of ``uuids`` that are recorded."""
     found: dict[str, Standing] = {}
-    with db_api.transaction() as conn:
+    with db_api.read_session() as conn:
         for chunk in _chunks(uuids):
             for uuid, host, node, vm_state, cast_at in conn.execute(
                     sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
