@@ -51,6 +51,7 @@ def _release_rows(conn, allocations) -> list[int]:
                 claimed_disk_mb=_NODES.c.claimed_disk_mb - alloc.disk_mb,
                 claimed_instances=_NODES.c.claimed_instances - 1,
                 changed_at=stamp,
+                changed_by=None,
             )
         )
         released.append(alloc.compute_node_id)
@@ -84,6 +85,7 @@ def _guarded_claim():
             claimed_disk_mb=n.claimed_disk_mb + sa.bindparam("req_disk"),
             claimed_instances=n.claimed_instances + 1,
             changed_at=sa.bindparam("stamp"),
+            changed_by=None,
         )
     )
 

@@ -6,8 +6,11 @@ import contextlib
 import datetime as dt
 import functools
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from typing import Callable, Iterator, TypeVar
 
 import sqlalchemy as sa
@@ -46,6 +49,18 @@ def utcnow() -> dt.datetime:
 def now_us() -> int:
     """Microseconds since the epoch: the stamp of a row's last change."""
     return time.time_ns() // 1000
+
+
+_writer: tuple[int, str] | None = None
+
+
+def writer_id() -> str:
+    """This process's name in ``changed_by`` (new after a fork)."""
+    global _writer
+    pid = os.getpid()
+    if _writer is None or _writer[0] != pid:
+        _writer = (pid, f"{socket.gethostname()[:40]}:{pid}:{uuid.uuid4().hex[:8]}")
+    return _writer[1]
 
 
 def _is_memory(url: str) -> bool:

@@ -42,6 +42,7 @@ def upsert_report(values: dict[str, Any], topic: str = "compute") -> int:
                 node.deleted = False
                 node.updated_at = now
                 node.changed_at = stamp
+                node.changed_by = None
                 _beat(session, values["host"], topic, now, stamp)
                 session.flush()
                 return node.id
@@ -62,8 +63,8 @@ _CHUNK = 500
 
 @db_api.retry_on_disconnect
 def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
-                  known_ids: dict[tuple[str, str], int] | None = None
-                  ) -> dict[tuple[str, str], int]:
+                  known_ids: dict[tuple[str, str], int] | None = None,
+                  read_through_us: int = 0) -> dict[tuple[str, str], int]:
     """Store validated reports and beat their hosts' heartbeats, in one
     transaction; (host, node) -> node id of each.
 
@@ -73,11 +74,18 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
     knows (nodes it has seen stored); only the others are looked up, and
     only their hosts' services are checked for existence. Claimed totals
     are never touched.
+
+    A row is marked as this process's (``changed_by``, which its own
+    refreshes skip) only if its previous change was too, or is older than
+    ``read_through_us`` (the caller has read every change before that):
+    otherwise a claim or an operator's change that the caller has not read
+    yet would be hidden from it by its own report.
     """
     if not reports:
         return {}
     now = db_api.utcnow()
     stamp = db_api.now_us()
+    writer = db_api.writer_id()
     known_ids = known_ids or {}
     keys = [(r["host"], r["hypervisor_hostname"]) for r in reports]
     with db_api.transaction() as conn:
@@ -106,10 +114,13 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
             params["v_id"] = ids[key]
             params["v_now"] = now
             params["v_stamp"] = stamp
+            params["v_by"] = writer
+            params["v_seen"] = read_through_us
             shapes.setdefault(tuple(sorted(report)), []).append(params)
         for fields, params in shapes.items():
             conn.execute(_update_statement(fields), params)
-        conn.execute(_BEAT, [{"b_host": host, "b_now": now, "b_stamp": stamp}
+        conn.execute(_BEAT, [{"b_host": host, "b_now": now, "b_stamp": stamp,
+                              "b_by": writer, "b_seen": read_through_us}
                              for host in sorted({host for host, _ in keys})])
         if unknown_hosts:
             _add_missing_services(conn, unknown_hosts, topic, now, stamp)
@@ -118,11 +129,25 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
 
 # Statements of the report path, built once (composing and compiling them
 # per batch cost more than running them).
+def _mine_if_seen(table, writer: str, seen: str):
+    """``changed_by`` after a report: the writer's, unless the row holds a
+    change by someone else that the writer may not have read yet."""
+    return sa.case(
+        (sa.or_(table.c.changed_by == sa.bindparam(writer),
+                table.c.changed_at < sa.bindparam(seen)),
+         sa.bindparam(writer)),
+        else_=sa.null())
+
+
+# ``changed_by`` is assigned first: MySQL and MariaDB evaluate a SET list
+# left to right, so the CASE must read ``changed_at`` before it moves.
 _BEAT = (sa.update(_SERVICES)
          .where(_SERVICES.c.host == sa.bindparam("b_host"),
                 _SERVICES.c.binary == COMPUTE_BINARY)
-         .values(updated_at=sa.bindparam("b_now"),
-                 changed_at=sa.bindparam("b_stamp")))
+         .ordered_values(
+             (_SERVICES.c.changed_by, _mine_if_seen(_SERVICES, "b_by", "b_seen")),
+             (_SERVICES.c.updated_at, sa.bindparam("b_now")),
+             (_SERVICES.c.changed_at, sa.bindparam("b_stamp"))))
 _UPDATES: dict[tuple[str, ...], Any] = {}
 
 
@@ -131,10 +156,13 @@ def _update_statement(fields: tuple[str, ...]):
     statement = _UPDATES.get(fields)
     if statement is None:
         statement = _UPDATES[fields] = (
-            sa.update(_NODES).where(_NODES.c.id == sa.bindparam("v_id")).values(
-                {**{k: sa.bindparam(f"v_{k}") for k in fields},
-                 "deleted": False, "updated_at": sa.bindparam("v_now"),
-                 "changed_at": sa.bindparam("v_stamp")}))
+            sa.update(_NODES).where(_NODES.c.id == sa.bindparam("v_id"))
+            .ordered_values(
+                (_NODES.c.changed_by, _mine_if_seen(_NODES, "v_by", "v_seen")),
+                *[(_NODES.c[k], sa.bindparam(f"v_{k}")) for k in fields],
+                (_NODES.c.deleted, False),
+                (_NODES.c.updated_at, sa.bindparam("v_now")),
+                (_NODES.c.changed_at, sa.bindparam("v_stamp"))))
     return statement
 
 
@@ -178,6 +206,7 @@ def _beat(session, host: str, topic: str, now, stamp: int) -> None:
         session.add(service)
     service.updated_at = now
     service.changed_at = stamp
+    service.changed_by = None
 
 
 @db_api.retry_on_disconnect
@@ -191,31 +220,42 @@ def mark_deleted(host: str, nodename: str) -> bool:
                 models.ComputeNode.hypervisor_hostname == nodename,
                 models.ComputeNode.deleted == sa.false(),
             )
-            .values(deleted=True, changed_at=db_api.now_us())
+            .values(deleted=True, changed_at=db_api.now_us(), changed_by=None)
         )
         return result.rowcount > 0
 
 
 @db_api.retry_on_disconnect
-def load_changed(since_us: int) -> tuple[list, list]:
+def load_changed(since_us: int, skip_writer: str | None = None
+                 ) -> tuple[list, list]:
     """Rows of nodes and compute services changed at or after ``since_us``.
 
     Plain row mappings (no ORM objects): this runs before decisions and
-    must stay cheap. ``since_us=0`` loads everything.
+    must stay cheap. ``since_us=0`` loads everything. Rows whose last
+    change is a report stored by ``skip_writer`` are left out: that
+    process applied the report before storing it.
     """
     nodes_t = models.ComputeNode.__table__
     services_t = models.Service.__table__
     with db_api.read_session() as session:
         nodes = session.execute(
-            sa.select(nodes_t).where(nodes_t.c.changed_at >= since_us)
+            sa.select(nodes_t).where(nodes_t.c.changed_at >= since_us,
+                                     *_not_by(nodes_t, skip_writer))
         ).mappings().all()
         services = session.execute(
             sa.select(services_t).where(
                 services_t.c.binary == COMPUTE_BINARY,
                 services_t.c.changed_at >= since_us,
+                *_not_by(services_t, skip_writer),
             )
         ).mappings().all()
         return list(nodes), list(services)
+
+
+def _not_by(table, writer: str | None) -> list:
+    if writer is None:
+        return []
+    return [sa.or_(table.c.changed_by.is_(None), table.c.changed_by != writer)]
 
 
 @db_api.retry_on_disconnect

@@ -115,6 +115,8 @@ class Service(Base):
     created_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     updated_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
     changed_at: Mapped[int] = mapped_column(BigInteger, default=0, nullable=False)
+    # The process whose report was the row's last change (migration 0005).
+    changed_by: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         UniqueConstraint("host", "binary", name="uniq_services0host0binary"),
@@ -173,6 +175,8 @@ class ComputeNode(Base):
     # claim, release, delete): daemons refresh their cache from rows whose
     # stamp is newer than what they have seen.
     changed_at: Mapped[int] = mapped_column(BigInteger, default=0, nullable=False)
+    # The process whose report was the row's last change (migration 0005).
+    changed_by: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (
         UniqueConstraint(

@@ -75,6 +75,7 @@ def _set(host: str, **values: Any) -> dict[str, Any]:
         for key, value in values.items():
             setattr(service, key, value)
         service.changed_at = db_api.now_us()
+        service.changed_by = None
         session.flush()
         return _as_dict(service, db_api.utcnow())
 

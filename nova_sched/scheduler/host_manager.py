@@ -132,7 +132,9 @@ class HostManager:
         if not force and now - self._last_refresh_mono < _REFRESH_INTERVAL:
             return
         started_us = db_api.now_us()
-        nodes, services = db_nodes.load_changed(self._last_refresh_us - _OVERLAP_US)
+        # Reports this process stored were applied before they were stored.
+        nodes, services = db_nodes.load_changed(self._last_refresh_us - _OVERLAP_US,
+                                                skip_writer=db_api.writer_id())
         aggregates = None
         if db_aggregates.stamp() != self._aggregate_stamp:
             stamp, aggregates = db_aggregates.load_with_stamp()
@@ -146,6 +148,10 @@ class HostManager:
                 self._aggregate_stamp = stamp
             self._last_refresh_us = started_us
             self._last_refresh_mono = now
+
+    def read_through_us(self) -> int:
+        """Every row change stamped before this has been read by this table."""
+        return max(0, self._last_refresh_us - _OVERLAP_US)
 
     def refresh_node(self, node_id: int) -> None:
         """Re-read one node and its service: after a report this daemon

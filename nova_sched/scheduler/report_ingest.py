@@ -52,8 +52,8 @@ class ReportIngest:
     """The path of compute reports from the RPC handler to table and database."""
 
     def __init__(self, host_manager,
-                 store: Callable[[list[dict], str, dict[Key, int]], dict[Key, int]]
-                 | None = None):
+                 store: Callable[[list[dict], str, dict[Key, int], int],
+                                 dict[Key, int]] | None = None):
         self.host_manager = host_manager
         self._store = store or db_nodes.store_reports
         self._pending: dict[Key, dict] = {}
@@ -181,7 +181,8 @@ class ReportIngest:
             if node_id is not None:
                 known[key] = node_id
         try:
-            ids = self._store(batch, CONF.compute_topic, known)
+            ids = self._store(batch, CONF.compute_topic, known,
+                              self.host_manager.read_through_us())
         except Exception as err:  # any failure: the batch is kept, not lost
             self.failed_batches += 1
             LOG.error("Could not store %d compute reports (%s: %s); trying "

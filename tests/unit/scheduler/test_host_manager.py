@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import sqlalchemy as sa
 
 from nova_sched.db import api as db_api
@@ -47,8 +48,8 @@ def test_refresh_reads_only_rows_changed_since_last_look(db, monkeypatch):
     seen = []
     real = db_nodes.load_changed
 
-    def spy(since_us):
-        nodes, services = real(since_us)
+    def spy(since_us, skip_writer=None):
+        nodes, services = real(since_us, skip_writer)
         seen.append([n["host"] for n in nodes])
         return nodes, services
 
@@ -56,6 +57,61 @@ def test_refresh_reads_only_rows_changed_since_last_look(db, monkeypatch):
     hm.refresh(force=True)
     assert _free_ram(hm, "c3") == 8192 - 1000
     assert seen == [["c3"]]
+
+
+def _skips_own_reports(monkeypatch):
+    from nova_sched.scheduler.compute_report import validate
+    from tests.unit.scheduler.conftest import compute_report as raw_report
+
+    def compute_report(host, **extra):
+        return validate(raw_report(host, **extra))
+
+    # Another daemon stored these reports.
+    monkeypatch.setattr(db_api, "writer_id", lambda: "other-daemon:1:x")
+    db_nodes.store_reports([compute_report(f"c{n}") for n in range(3)])
+    monkeypatch.undo()
+    since = db_api.now_us() - 60 * 10**6
+    mine = db_api.writer_id()
+    nodes, services = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
+    assert sorted(s["host"] for s in services) == ["c0", "c1", "c2"]
+
+    # This process stores c1's next report before it has read the other
+    # daemon's: the row must stay visible to it.
+    db_nodes.store_reports([compute_report("c1", memory_mb=4096)])
+    nodes, services = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
+    # Once it has read every change, its own reports are not read back.
+    db_nodes.store_reports([compute_report("c1", memory_mb=4096)],
+                           read_through_us=db_api.now_us())
+    nodes, services = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c2"]
+    assert sorted(s["host"] for s in services) == ["c0", "c2"]
+    # Nor after its next one (the previous change was its own).
+    db_nodes.store_reports([compute_report("c1", memory_mb=2048)])
+    assert sorted(n["host"] for n in db_nodes.load_changed(
+        since, skip_writer=mine)[0]) == ["c0", "c2"]
+    # A claim on c1, whoever makes it, is read by every daemon.
+    node_id = [n for n in db_nodes.load_changed(0)[0] if n["host"] == "c1"][0]["id"]
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    nodes, _ = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
+    # A full load takes everything.
+    assert len(db_nodes.load_changed(0, skip_writer=None)[0]) == 3
+
+
+def test_refresh_skips_reports_this_process_stored_but_not_claims(db, monkeypatch):
+    _skips_own_reports(monkeypatch)
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mysql"])
+def test_own_reports_are_skipped_on_database_servers(kind, monkeypatch):
+    # MySQL and MariaDB evaluate an UPDATE's SET list left to right: the
+    # statement must decide changed_by before it moves changed_at.
+    from tests import db_backends
+
+    with db_backends.server_scheduler_database(kind):
+        _skips_own_reports(monkeypatch)
 
 
 def test_refresh_sees_disable_delete_and_new_nodes(db):

@@ -39,13 +39,13 @@ class GatedStore:
         self.fail = fail
         self.batches: list[list[str]] = []
 
-    def __call__(self, batch, topic, known_ids):
+    def __call__(self, batch, topic, known_ids, read_through_us=0):
         self.gate.wait(10)
         if self.fail:
             self.fail -= 1
             raise RuntimeError("database went away")
         self.batches.append([f"{v['host']}:{v['memory_mb']}" for v in batch])
-        return db_nodes.store_reports(batch, topic, known_ids)
+        return db_nodes.store_reports(batch, topic, known_ids, read_through_us)
 
 
 def test_without_a_writer_a_report_is_written_through(db):
