@@ -31,6 +31,7 @@ from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
+from nova_sched.scheduler import topic_consumer
 from nova_sched.scheduler.report_ingest import ReportIngest
 
 LOG = logging.getLogger(__name__)
@@ -72,13 +73,21 @@ class SchedulerManager:
         boot = BootArgs(admin_password, injected_files, requested_networks,
                         is_first_time, legacy_bdm_in_spec)
         try:
-            self._run_instance(context, spec, boot)
+            self._handle(context, spec, boot)
         except exception.DatabaseUnavailable as err:
             LOG.error("Request %s for instances %s could not reach the database "
                       "(%s); parked until it answers again", context.request_id,
                       spec.instance_uuids, err.message)
             self.parked.park(ParkedRequest(context, request_spec, filter_properties,
-                                           boot, spec.instance_uuids))
+                                           boot, spec.instance_uuids,
+                                           ack=topic_consumer.defer_ack()))
+
+    def _handle(self, context, spec: request.RequestSpec, boot: BootArgs) -> None:
+        """Schedule a parsed request; only DatabaseUnavailable escapes."""
+        try:
+            self._run_instance(context, spec, boot)
+        except exception.DatabaseUnavailable:
+            raise
         except Exception:
             LOG.exception("Request %s for instances %s failed unexpectedly",
                           context.request_id, spec.instance_uuids)
@@ -137,23 +146,18 @@ class SchedulerManager:
         """
         items = self.parked.take_all()
         for number, item in enumerate(items):
+            LOG.info("Resuming parked request %s for instances %s",
+                     item.context.request_id, item.instance_uuids)
             try:
-                pending = db_instances.unplaced(item.instance_uuids)
+                # Requests are idempotent: instances placed meanwhile (by
+                # another daemon, or the stuck-instance recovery) are left.
+                spec = request.parse(item.request_spec, item.filter_properties)
+                self._handle(item.context, spec, item.boot)
             except exception.DatabaseUnavailable:
                 for rest in items[number:]:
                     self.parked.park(rest)
                 return number
-            if not pending:
-                continue
-            request_spec = dict(item.request_spec, instance_uuids=pending,
-                                num_instances=len(pending))
-            LOG.info("Resuming parked request %s for instances %s",
-                     item.context.request_id, pending)
-            boot = item.boot
-            self.run_instance(item.context, request_spec, boot.admin_password,
-                              boot.injected_files, boot.requested_networks,
-                              boot.is_first_time, item.filter_properties,
-                              boot.legacy_bdm_in_spec)
+            item.ack()
         return len(items)
 
     def _reject(self, context, request_spec, err: exception.InvalidRequestSpec):

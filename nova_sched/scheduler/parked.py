@@ -1,9 +1,10 @@
 """Requests that arrived while the database could not be reached.
 
-A cast is acknowledged to the broker before it is handled, so a request
-whose handling fails on a lost database would otherwise be gone. It is
-parked here instead and handled again once the database answers; only
-instances not placed meanwhile are scheduled then.
+A request that finds the database gone is parked here and handled again
+once the database answers; only instances not placed meanwhile are
+scheduled then. Its message stays unacknowledged meanwhile (``ack`` is
+called once it is handled), so a daemon that dies during the outage loses
+nothing: the broker delivers the request again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import collections
 import dataclasses
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable
 
 LOG = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ class ParkedRequest:
     filter_properties: Any
     boot: Any  # cycle.BootArgs
     instance_uuids: list[str]
+    # Acknowledges the request's message (topic_consumer.defer_ack).
+    ack: Callable[[], None] = lambda: None
 
 
 class ParkedRequests:

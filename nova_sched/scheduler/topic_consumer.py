@@ -35,6 +35,7 @@ their acknowledgements, and the consumer thread sends them between polls.
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import logging
 import queue
@@ -108,13 +109,43 @@ def _read_ahead(transport) -> None:
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
 
-    __slots__ = ("raw", "channel", "incoming", "method")
+    __slots__ = ("raw", "channel", "incoming", "method", "deferred")
 
     def __init__(self, raw, channel, incoming, method):
         self.raw = raw            # oslo's RabbitMessage (kombu message inside)
         self.channel = channel    # the channel it came on
         self.incoming = incoming  # oslo's AMQPIncomingMessage: ctxt, reply()
         self.method = method
+        self.deferred = False     # its handler keeps the acknowledgement
+
+
+# The delivery a worker thread is handling, for defer_ack.
+_current: contextvars.ContextVar[tuple["TopicConsumer", _Delivery] | None] = (
+    contextvars.ContextVar("nova_sched_delivery", default=None))
+
+
+def defer_ack() -> Callable[[], None]:
+    """Keep the message being handled unacknowledged when its handler returns.
+
+    For a handler that cannot finish now (the database is away) but keeps
+    the request to finish later: it calls the returned function once the
+    request is handled. Until then the broker counts the message as held
+    by this daemon, and delivers it again should the daemon die. Outside a
+    worker of a TopicConsumer (a direct call) the function does nothing.
+    """
+    current = _current.get()
+    if current is None:
+        return lambda: None
+    consumer, delivery = current
+    delivery.deferred = True
+    done = threading.Event()
+
+    def _ack() -> None:
+        if not done.is_set():
+            done.set()
+            consumer._acks.put(delivery)
+
+    return _ack
 
 
 class _ReplyVia:
@@ -355,10 +386,13 @@ class TopicConsumer:
                 with self._lock:
                     self._in_hand -= 1
                 continue
+            token = _current.set((self, delivery))
             try:
                 self._dispatch(delivery.incoming)
             finally:
-                self._acks.put(delivery)
+                _current.reset(token)
+                if not delivery.deferred:
+                    self._acks.put(delivery)
 
     def _dispatch(self, incoming) -> None:
         """oslo.messaging's RPC server's handling of one message, minus its ack."""

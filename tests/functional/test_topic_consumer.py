@@ -50,6 +50,7 @@ def _endpoint_class():
             self.started: list[tuple[object, str]] = []  # (value, thread)
             self.done: list[object] = []
             self.request_ids: list[str] = []
+            self.acks: list = []
 
         @messaging.expose
         def compute_node_update(self, context, compute_node):
@@ -70,6 +71,16 @@ def _endpoint_class():
             # ever; the fixtures open every gate at the end anyway.
             self.gate.wait(60)
             with self.lock:
+                self.done.append(value)
+
+        @messaging.expose
+        def later(self, context, value):
+            """Keeps its message for later, as a request parked during a
+            database outage does."""
+            from nova_sched.scheduler import topic_consumer
+
+            with self.lock:
+                self.acks.append(topic_consumer.defer_ack())
                 self.done.append(value)
 
         def hidden(self, context, **kwargs):  # not @expose: not callable
@@ -267,6 +278,27 @@ def test_worker_cast_is_acknowledged_only_when_its_handler_returns(harness, brok
     assert consumer.in_hand() == 0
     _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
                 "the acknowledgement to reach the broker")
+
+
+def test_a_deferred_message_is_acknowledged_when_its_handler_says(harness, broker):
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    client = harness.client()
+    client.cast(harness.context(), "later", value="parked")
+
+    _wait(lambda: ep.done == ["parked"], "the handler to return")
+    # The handler returned but kept the acknowledgement: still held.
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 1),
+                "the message to stay held after its handler returned")
+    assert consumer.acknowledged == 0 and consumer.in_hand() == 1
+
+    ep.acks[0]()
+    ep.acks[0]()  # a second call acknowledges nothing more
+    _wait(lambda: consumer.acknowledged == 1, "the deferred acknowledgement")
+    assert consumer.in_hand() == 0
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the acknowledgement to reach the broker")
+    assert consumer.dropped_acks == 0
 
 
 # -- 3. redelivery after a daemon dies ------------------------------------------------

@@ -1,0 +1,462 @@
+"""Crash safety: daemons SIGKILLed in the middle of a burst lose nothing.
+
+Two scheduler daemons (separate processes, one configuration, their own
+``[DEFAULT] host`` each) share a PostgreSQL database and the scheduler topic
+of a private vhost. The test plays the compute fleet itself: it casts every
+host's ``compute_node_update`` report, and one in-process RPC server on
+``Target(topic=compute, server='*')`` stands for every compute node and
+records each ``run_instance`` cast the daemons send, per instance.
+
+The burst is cast in waves; while the daemons are handling a wave, one of
+them (alternately A and B, the other always running) is SIGKILLed after a
+seeded random delay and started again. The broker gives the killed daemon's
+unacknowledged requests to the other daemon at once, and a request delivered
+again must be idempotent (CONTRACT section 1: "competing consumers ... must
+stay correct together"; ``SchedulingCycle.standing``/``_recast``).
+
+What must hold once every instance is settled:
+- none lost: each instance is in ERROR, or placed (host set) and cast;
+- an instance is cast to one host only, the one its row names; a cast sent
+  twice (the daemon died between the cast and ``mark_cast``, the one
+  documented window) goes to the same host, and there are no more of them
+  than kills;
+- no instance in ERROR was cast to a compute node;
+- claims: every allocation belongs to a placed instance, on the node its row
+  names, every placed instance holds exactly one, each node's running
+  totals equal the sum of its allocations and never pass its limit
+  (``total x ratio - reserved``);
+- the daemons keep serving: a request cast after the burst is placed.
+
+Knobs (environment): NOVA_SCHED_CRASH_SEED (the random delays and flavors),
+NOVA_SCHED_TEST_DIR (keep the daemons' logs, see conftest).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import cloudlib
+
+try:
+    from tests.db_backends import temporary_database
+except ImportError:  # pytest run from elsewhere than the repository root
+    sys.path.insert(0, str(cloudlib.REPO))
+    from tests.db_backends import temporary_database
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SEED = int(os.environ.get("NOVA_SCHED_CRASH_SEED", "20131017"))
+REQUESTS = 200
+KILLS = 6                    # one per wave of the burst
+SCHEDULING_TIMEOUT = 20      # [scheduler] scheduling_timeout of the daemons
+PERIODIC_INTERVAL = 2        # [scheduler] periodic_task_interval
+REPORT_INTERVAL = 2.0        # seconds between two reports of every host
+SETTLE_TIMEOUT = 45          # after the last wave; budget of the whole test ~90 s
+READY_TIMEOUT = 30           # a (re)started daemon consuming its topic
+# (vcpus, memory_mb, local_gb, reserved_host_memory_mb), cycled over the hosts:
+# unequal sizes, a reserve on the big ones; RAM is what runs out.
+HOST_SHAPES = [(2, 2048, 60, 0), (4, 4096, 100, 0), (4, 4096, 100, 0),
+               (8, 8192, 200, 512)]
+HOSTS = [f"crash-h{i:02d}" for i in range(20)]
+FINAL_HOST = "crash-final"
+FLAVOR_MIX = {"m1.tiny": 30, "m1.small": 30, "m1.medium": 25, "m1.large": 15}
+DAEMONS = ("sched-a", "sched-b")
+READY_LINE = "consuming topic"
+
+
+def _report(host: str, shape: tuple[int, int, int, int]) -> dict:
+    """A compute_node dict (CONTRACT section 3) of an idle node."""
+    vcpus, memory_mb, local_gb, reserved_mb = shape
+    return {
+        "host": host, "hypervisor_hostname": host, "vcpus": vcpus,
+        "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
+        "memory_mb_used": 0, "local_gb_used": 0, "free_ram_mb": memory_mb,
+        "free_disk_gb": local_gb, "disk_available_least": local_gb,
+        "running_vms": 0, "current_workload": 0, "hypervisor_type": "kvm",
+        "hypervisor_version": 6002000, "cpu_info": "{}", "host_ip": "192.0.2.10",
+        "supported_instances": [["x86_64", "kvm", "hvm"]],
+        "stats": {"num_instances": 0, "io_workload": 0}, "metrics": [],
+        "reserved_host_memory_mb": reserved_mb, "reserved_host_disk_mb": 0,
+        "reserved_host_cpus": 0,
+    }
+
+
+class ComputeFleet:
+    """Every compute node at once: reports them, records the casts to them."""
+
+    def __init__(self, config_file: Path, scheduler_topic: str, compute_topic: str,
+                 reports: dict[str, dict]):
+        import oslo_messaging as messaging
+
+        self.reports = dict(reports)
+        self.casts: dict[str, list[tuple[str | None, str | None]]] = \
+            collections.defaultdict(list)
+        self.unnamed = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.conf = cloudlib.client_conf(config_file)
+        self.transport = messaging.get_rpc_transport(self.conf)
+        self.reporter = cloudlib.ContractClient(config_file, topic=scheduler_topic)
+        fleet = self
+
+        class Endpoint:
+            # Any 2.x: the scheduler casts run_instance at 2.37.
+            target = messaging.Target(version="2.99")
+
+            def run_instance(self, ctxt, **kwargs):
+                instance = kwargs.get("instance") or {}
+                with fleet._lock:
+                    if not instance.get("uuid"):
+                        fleet.unnamed += 1
+                        return
+                    fleet.casts[instance["uuid"]].append(
+                        (instance.get("host"), kwargs.get("node")))
+
+        # The binding compute.* catches the cast to compute.<host> of every
+        # host (host names without dots), as bench/e2e_peers.py's Recorder.
+        self.server = messaging.get_rpc_server(
+            self.transport, messaging.Target(topic=compute_topic, server="*"),
+            [Endpoint()])
+        self.server.start()
+        self._thread: threading.Thread | None = None
+
+    def add(self, host: str, report: dict) -> None:
+        with self._lock:
+            self.reports[host] = report
+
+    def report_all(self) -> None:
+        with self._lock:
+            reports = list(self.reports.values())
+        for report in reports:
+            self.reporter.compute_node_update(cloudlib.request_context(), report)
+
+    def start_reporting(self, interval: float) -> None:
+        """Keep every host's heartbeat fresh (service_down_time is 15 s)."""
+        def loop():
+            while not self._stop.wait(interval):
+                try:
+                    self.report_all()
+                except Exception as err:  # reported by the final checks
+                    print(f"report round failed: {err}", flush=True)
+
+        self._thread = threading.Thread(target=loop, name="reports", daemon=True)
+        self._thread.start()
+
+    def snapshot(self) -> dict[str, list[tuple[str | None, str | None]]]:
+        with self._lock:
+            return {u: list(c) for u, c in self.casts.items()}
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        try:
+            self.server.stop()
+            self.server.wait()
+        finally:
+            self.reporter.cleanup()
+            self.transport.cleanup()
+
+
+class Daemons:
+    """The two scheduler daemons of the cloud: start, wait for, kill."""
+
+    def __init__(self, cloud: cloudlib.Cloud):
+        self.cloud = cloud
+        self.configs: dict[str, Path] = {}
+        self.kills: list[tuple[str, float]] = []
+        self.restarts = 0
+        self._starts: dict[str, int] = {}
+        for name in DAEMONS:
+            self.configs[name] = cloud.write_config(
+                cloud.workdir / f"{name}.conf",
+                {"DEFAULT": {"host": f"{name}-{cloud.tag}".replace("_", "-")},
+                 "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
+                               "periodic_task_interval": PERIODIC_INTERVAL}})
+
+    def start(self, name: str) -> None:
+        self._starts[name] = self.cloud.log_text(name).count(READY_LINE) + 1
+        self.cloud.start_daemon(name, config_file=self.configs[name])
+
+    def ready(self, name: str) -> bool:
+        proc = self.cloud.procs[name]
+        if proc.poll() is not None:
+            raise AssertionError(f"daemon {name} exited with {proc.returncode}\n"
+                                 + self.cloud.log_tails([name], 60))
+        return self.cloud.log_text(name).count(READY_LINE) >= self._starts[name]
+
+    def wait_ready(self, name: str) -> None:
+        try:
+            cloudlib.wait_until(lambda: self.ready(name), READY_TIMEOUT, 0.1,
+                                f"daemon {name} to consume its topic")
+        except TimeoutError as err:
+            raise AssertionError(f"{err}\n{self.cloud.log_tails([name], 60)}") from None
+
+    def kill_and_restart(self, name: str, at: float) -> None:
+        proc = self.cloud.procs[name]
+        assert proc.poll() is None, f"{name} died by itself"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        self.kills.append((name, at))
+        self.start(name)
+        self.restarts += 1
+
+    def alive(self) -> dict[str, bool]:
+        return {name: self.cloud.procs[name].poll() is None for name in DAEMONS}
+
+
+def _cast_wave(client: cloudlib.ContractClient, items: list[tuple]) -> None:
+    for spec, fprops, _ in items:
+        client.run_instance(cloudlib.request_context(), spec, fprops,
+                            admin_password="crash-safety")
+
+
+def _settled(rows: dict, casts: dict, uuid: str) -> bool:
+    row = rows.get(uuid)
+    if row is None:
+        return False
+    if row["vm_state"] == "error":
+        return True
+    return row["host"] is not None and uuid in casts
+
+
+def _limit(node: dict, resource: str) -> float:
+    if resource == "ram":
+        ratio = node["ram_allocation_ratio"] or cloudlib.RAM_RATIO
+        return node["memory_mb"] * ratio - (node["reserved_host_memory_mb"] or 0)
+    if resource == "vcpu":
+        ratio = node["cpu_allocation_ratio"] or cloudlib.CPU_RATIO
+        return node["vcpus"] * ratio - (node["reserved_host_cpus"] or 0)
+    ratio = node["disk_allocation_ratio"] or cloudlib.DISK_RATIO
+    return node["local_gb"] * 1024 * ratio - (node["reserved_host_disk_mb"] or 0)
+
+
+def _evidence(cloud: cloudlib.Cloud, rows: dict, casts: dict, allocs: dict,
+              uuids: list[str], limit: int = 5) -> str:
+    """Rows, casts, claims, faults and log lines of some instances."""
+    out = []
+    for u in uuids[:limit]:
+        out.append(f"== instance {u}\n  row: {rows.get(u)}\n  casts: {casts.get(u)}\n"
+                   f"  allocation: {allocs.get(u)}\n  faults: "
+                   f"{[f['message'][:200] for f in cloud.faults(u)]}")
+        for name in DAEMONS:
+            lines = [line for line in cloud.log_text(name).splitlines() if u in line]
+            out.append(f"  {name} log ({cloud.logs[name]}):\n    "
+                       + "\n    ".join(lines[-12:]))
+    return "\n".join(out)
+
+
+def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdir):
+    started = time.monotonic()
+    rng = random.Random(SEED)
+    with temporary_database("postgresql") as url:
+        cloud = cloudlib.Cloud(workdir("crash"), "crash")
+        fleet = None
+        try:
+            cloud.db_url = url
+            cloud.write_config(cloud.config_file)
+            cloud._engine = sa.create_engine(url)
+            cloud.db_sync()
+            shapes = {h: HOST_SHAPES[i % len(HOST_SHAPES)] for i, h in enumerate(HOSTS)}
+            fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
+                                 cloud.compute_topic,
+                                 {h: _report(h, s) for h, s in shapes.items()})
+            daemons = Daemons(cloud)
+            for name in DAEMONS:
+                daemons.start(name)
+            for name in DAEMONS:
+                daemons.wait_ready(name)
+
+            # Register the fleet (a report cast before a queue exists is
+            # dropped: repeat until every node is stored), keep it up.
+            def _registered():
+                fleet.report_all()
+                time.sleep(0.5)
+                rows = cloud.query("SELECT host FROM compute_nodes")
+                return set(HOSTS) <= {r["host"] for r in rows}
+
+            cloudlib.wait_until(_registered, 30, 0.1, "the fleet's reports stored")
+            fleet.start_reporting(REPORT_INTERVAL)
+            # Both daemons' host tables catch up on rows the other stored.
+            time.sleep(PERIODIC_INTERVAL + 0.5)
+
+            # The burst: one instance per request, flavors of a seeded mix.
+            names = [n for n, w in FLAVOR_MIX.items() for _ in range(w)]
+            requests = [cloudlib.havana_request(cloudlib.named_flavor(rng.choice(names)))
+                        for _ in range(REQUESTS)]
+            uuids = [r[2][0] for r in requests]
+            flavor_of = {r[2][0]: r[1]["instance_type"]["name"] for r in requests}
+            per_wave = -(-REQUESTS // KILLS)
+            burst_start = time.monotonic()
+            wave_log = []
+            for k in range(KILLS):
+                victim, other = DAEMONS[k % 2], DAEMONS[(k + 1) % 2]
+                daemons.wait_ready(other)
+                daemons.wait_ready(victim)
+                wave = requests[k * per_wave:(k + 1) * per_wave]
+                cast_at = time.monotonic()
+                _cast_wave(cloud.client, wave)
+                cast_s = time.monotonic() - cast_at
+                # A wave takes the two daemons a few tenths of a second.
+                delay = rng.uniform(0.0, 0.25)
+                time.sleep(delay)
+                rows = cloud.instances(uuids[:(k + 1) * per_wave])
+                daemons.kill_and_restart(victim, time.monotonic() - burst_start)
+                settled = sum(1 for r in rows.values()
+                              if r["vm_state"] == "error" or r["cast_at"])
+                claimed = sum(1 for r in rows.values() if r["vm_state"] != "error"
+                              and r["host"] and not r["cast_at"])
+                waiting = sum(1 for r in rows.values() if r["vm_state"] == "building"
+                              and not r["host"])
+                wave_log.append(
+                    f"wave {k}: {len(wave)} cast in {cast_s:.2f}s, {victim} killed "
+                    f"{delay:.2f}s later; just before: {settled} settled, {claimed} "
+                    f"claimed not marked cast, {waiting} recorded without a host, "
+                    f"{(k + 1) * per_wave - len(rows)} not recorded yet (of "
+                    f"{min(REQUESTS, (k + 1) * per_wave)} cast)")
+            for line in wave_log:
+                print(line, flush=True)
+
+            # Every instance settled: ERROR, or host set and cast received.
+            settle_start = time.monotonic()
+            deadline = settle_start + SETTLE_TIMEOUT
+            while True:
+                rows = cloud.instances(uuids)
+                casts = fleet.snapshot()
+                pending = [u for u in uuids if not _settled(rows, casts, u)]
+                if not pending or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            settle_s = time.monotonic() - settle_start
+            time.sleep(0.5)  # a late duplicate cast still on its way
+            rows = cloud.instances(uuids)
+            casts = fleet.snapshot()
+
+            # The daemons keep serving: a new host and a request after the burst.
+            for name in DAEMONS:
+                daemons.wait_ready(name)
+            fleet.add(FINAL_HOST, _report(FINAL_HOST, (8, 8192, 200, 0)))
+            cloudlib.wait_until(
+                lambda: fleet.report_all() or cloud.query(
+                    "SELECT id FROM compute_nodes WHERE host = :h", h=FINAL_HOST),
+                20, 0.5, "the final host's report stored")
+            spec, fprops, (final,) = cloudlib.havana_request(
+                cloudlib.named_flavor("m1.small"))
+            cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
+            try:
+                cloudlib.wait_until(
+                    lambda: _settled(cloud.instances([final]), fleet.snapshot(), final),
+                    20, 0.2, "the final request")
+            except TimeoutError:
+                pass
+            final_row = cloud.instances([final]).get(final)
+            final_casts = fleet.snapshot().get(final, [])
+
+            # -- the figures ----------------------------------------------------
+            allocs = {a["instance_uuid"]: a for a in cloud.query(
+                "SELECT a.*, n.host AS node_host, n.hypervisor_hostname AS node_name "
+                "FROM allocations a JOIN compute_nodes n ON n.id = a.compute_node_id")}
+            nodes = cloud.query("SELECT * FROM compute_nodes")
+            sums = collections.defaultdict(lambda: [0, 0, 0, 0])
+            for a in allocs.values():
+                s = sums[a["compute_node_id"]]
+                s[0] += a["memory_mb"]
+                s[1] += a["vcpus"]
+                s[2] += a["disk_mb"]
+                s[3] += 1
+
+            errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
+            placed = [u for u in uuids if u not in errors
+                      and (rows.get(u) or {}).get("host")]
+            lost = [u for u in uuids if not _settled(rows, casts, u)]
+            duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
+            elsewhere = [u for u in placed if u in casts and
+                         {h for h, _ in casts[u]} != {rows[u]["host"]}]
+            error_cast = [u for u in errors if u in casts]
+            stray_casts = [u for u in casts if u not in rows and u != final]
+            no_claim = [u for u in placed if u not in allocs]
+            bad_claim = [u for u, a in allocs.items() if u != final and (
+                u not in rows or rows[u]["vm_state"] == "error"
+                or rows[u]["host"] is None
+                or (a["node_host"], a["node_name"]) != (rows[u]["host"], rows[u]["node"]))]
+            over, drift = [], []
+            worst = 0.0
+            for n in nodes:
+                s = sums.get(n["id"], [0, 0, 0, 0])
+                claimed = (n["claimed_memory_mb"], n["claimed_vcpus"],
+                           n["claimed_disk_mb"], n["claimed_instances"])
+                if list(claimed) != s:
+                    drift.append((n["host"], claimed, tuple(s)))
+                for res, value in (("ram", claimed[0]), ("vcpu", claimed[1]),
+                                   ("disk", claimed[2])):
+                    lim = _limit(n, res)
+                    worst = max(worst, value / lim)
+                    if value > lim:
+                        over.append((n["host"], res, value, lim))
+            reasons = collections.Counter()
+            for u in errors:
+                faults = cloud.faults(u)
+                msg = faults[-1]["message"] if faults else "(no fault)"
+                reasons["NoValidHost" if msg.startswith("No valid host")
+                        else msg[:60]] += 1
+            kills = len(daemons.kills)
+            final_ok = bool(final_row and final_row["host"] and final_row["vm_state"]
+                            != "error" and final_casts
+                            and {h for h, _ in final_casts} == {final_row["host"]})
+            elapsed = time.monotonic() - started
+            print(f"\ncrash-safety seed={SEED}: requests={REQUESTS} placed={len(placed)} "
+                  f"error={len(errors)} lost={len(lost)} duplicated_casts="
+                  f"{len(duplicated)} (to another host: "
+                  f"{sum(1 for u in duplicated if u in elsewhere)}) "
+                  f"max_claim_ratio={worst:.3f} kills={kills} restarts={daemons.restarts} "
+                  f"settled_in={settle_s:.1f}s final_request="
+                  f"{'placed' if final_ok else 'NOT placed'} elapsed={elapsed:.0f}s",
+                  flush=True)
+            print(f"kills at {[(n, round(t, 2)) for n, t in daemons.kills]}; "
+                  f"error reasons {dict(reasons)}; flavors of the lost "
+                  f"{collections.Counter(flavor_of[u] for u in lost)}", flush=True)
+
+            # -- the checks -----------------------------------------------------
+            def evidence(bad):
+                return "\n" + _evidence(cloud, rows, casts, allocs, bad)
+
+            assert not lost, (f"{len(lost)} instances lost (neither ERROR nor placed "
+                              f"and cast):" + evidence(lost))
+            assert not elsewhere, ("instances cast to another host than their row "
+                                   "names:" + evidence(elsewhere))
+            assert not error_cast, ("instances in ERROR that were cast to a compute "
+                                    "node:" + evidence(error_cast))
+            assert not stray_casts, f"casts of instances never requested: {stray_casts}"
+            assert fleet.unnamed == 0, f"{fleet.unnamed} casts without an instance uuid"
+            assert len(duplicated) <= kills, (
+                f"{len(duplicated)} instances cast twice for {kills} kills:"
+                + evidence(duplicated))
+            assert not no_claim, "placed instances without a claim:" + evidence(no_claim)
+            assert not bad_claim, ("allocations of instances not placed there "
+                                   "(ERROR, no host or another node):"
+                                   + evidence(bad_claim))
+            assert not drift, f"node totals differ from their allocations: {drift}"
+            assert not over, f"nodes claimed past their limits: {over}"
+            assert reasons.get("(no fault)", 0) == 0, "instances in ERROR without a fault"
+            assert placed and errors, "the burst should both place and overfill"
+            assert final_ok, ("the request after the burst was not placed: "
+                              f"{final_row}, casts {final_casts}\n"
+                              + cloud.log_tails(list(DAEMONS), 40))
+            assert all(daemons.alive().values()), daemons.alive()
+        finally:
+            if fleet is not None:
+                fleet.close()
+            codes = cloud.close()
+    bad = {name: code for name, code in codes.items() if code != 0}
+    assert not bad, f"daemons that did not exit 0 on SIGTERM: {bad}"
