@@ -12,7 +12,6 @@ from nova_sched import exception, rpc
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
-from nova_sched.scheduler import recovery
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.topic_consumer import TopicConsumer
 
@@ -79,7 +78,7 @@ class SchedulerService:
         while not self._stop.wait(CONF.scheduler.periodic_task_interval):
             try:
                 self.manager.resume_parked()
-                recovery.recover_stuck_instances(self.manager.cycle)
+                self.manager.recover_stuck()
                 self.manager.cycle.refresh()
                 self._log_stats()
             except Exception:  # a periodic task must never kill the daemon

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 from typing import Any, Iterable
 
 import sqlalchemy as sa
@@ -30,6 +31,9 @@ def _size(props: dict, key: str) -> int | None:
 
 
 _INSTANCES = models.Instance.__table__
+_REQUESTS = models.InstanceRequest.__table__
+_REQUESTS_PRESENT = sa.select(_REQUESTS.c.instance_uuid).where(
+    _REQUESTS.c.instance_uuid.in_(sa.bindparam("uuids", expanding=True)))
 _FAULTS = models.InstanceFault.__table__
 _ACTIONS = models.InstanceAction.__table__
 _EVENTS = models.InstanceActionEvent.__table__
@@ -60,14 +64,62 @@ _FINISH_ACTION = (
     .values(finish_time=sa.bindparam("b_now"), message=sa.bindparam("b_message")))
 
 
+@dataclasses.dataclass(frozen=True)
+class StoredRequest:
+    """What rescheduling an instance needs of its request, secrets left out.
+
+    ``needs_secrets``: the request carried an admin password or injected
+    files, which are never stored; such an instance cannot be rescheduled
+    from here.
+    """
+
+    request_spec: Any
+    filter_properties: Any
+    requested_networks: Any
+    is_first_time: bool
+    legacy_bdm_in_spec: bool
+    needs_secrets: bool
+
+    def to_row(self) -> dict:
+        return {"request_spec": _json(self.request_spec),
+                "filter_properties": _json(self.filter_properties),
+                "requested_networks": _json(self.requested_networks),
+                "is_first_time": bool(self.is_first_time),
+                "legacy_bdm_in_spec": bool(self.legacy_bdm_in_spec),
+                "needs_secrets": bool(self.needs_secrets)}
+
+
+def _json(value: Any) -> str:
+    # Requests arrive as JSON from the broker; default=str covers a stray
+    # non-JSON value rather than failing the request over its copy.
+    return json.dumps(value, default=str)
+
+
+@db_api.retry_on_disconnect
+def stored_request(uuid: str) -> StoredRequest | None:
+    """The request ``uuid`` was scheduled by, if one was stored."""
+    with db_api.read_session() as session:
+        row = session.execute(sa.select(_REQUESTS).where(
+            _REQUESTS.c.instance_uuid == uuid)).mappings().one_or_none()
+    if row is None:
+        return None
+    return StoredRequest(
+        json.loads(row["request_spec"]), json.loads(row["filter_properties"]),
+        json.loads(row["requested_networks"] or "null"), row["is_first_time"],
+        row["legacy_bdm_in_spec"], row["needs_secrets"])
+
+
 @db_api.retry_on_disconnect
 def ensure_instances(
-    uuids: Iterable[str], props: dict, sizes: dict[str, int] | None = None
+    uuids: Iterable[str], props: dict, sizes: dict[str, int] | None = None,
+    request: StoredRequest | None = None,
 ) -> None:
     """Record the instances a request names if the database lacks them.
 
     Existing rows are left alone (the caller's nova may have created them).
-    New rows start in vm_state 'building', task_state 'scheduling'.
+    New rows start in vm_state 'building', task_state 'scheduling'. With
+    ``request``, it is stored for each instance that has none yet, in the
+    same transaction (``stored_request``).
     """
     uuids = list(uuids)
     if not uuids:
@@ -92,6 +144,13 @@ def ensure_instances(
                     for index, uuid in enumerate(uuids) if uuid not in existing]
             if rows:
                 conn.execute(_INSTANCES.insert(), rows)
+            if request is not None:
+                stored = set(conn.execute(_REQUESTS_PRESENT, {"uuids": uuids}).scalars())
+                missing = [u for u in uuids if u not in stored]
+                if missing:
+                    conn.execute(_REQUESTS.insert(), [
+                        dict(request.to_row(), instance_uuid=u, created_at=now)
+                        for u in missing])
     except sa_exc.IntegrityError:
         # A concurrent daemon recorded the same instance: theirs stands.
         pass
@@ -162,6 +221,26 @@ def mark_error(uuid: str, message: str, code: int = 500, details: str | None = N
             details=(details or "")[:_MAX_TEXT], host=host, created_at=now))
 
 
+def _stuck(cutoff: dt.datetime):
+    """Still being scheduled since before ``cutoff``: no host yet, or a
+    host it was never cast to."""
+    return sa.and_(models.Instance.task_state == "scheduling",
+                   models.Instance.vm_state == "building",
+                   sa.or_(models.Instance.host.is_(None),
+                          models.Instance.cast_at.is_(None)),
+                   models.Instance.updated_at < cutoff)
+
+
+@db_api.retry_on_disconnect
+def take_over_stuck(uuid: str, cutoff: dt.datetime) -> bool:
+    """Claim a stuck instance for rescheduling (one daemon wins): its
+    ``updated_at`` moves, so it is no longer stuck for the others."""
+    with db_api.transaction() as conn:
+        return conn.execute(
+            sa.update(_INSTANCES).where(_INSTANCES.c.uuid == uuid, _stuck(cutoff))
+            .values(updated_at=db_api.utcnow())).rowcount == 1
+
+
 @db_api.retry_on_disconnect
 def fail_if_stuck(uuid: str, message: str, cutoff: dt.datetime) -> bool:
     """ERROR plus fault, only if the instance is still stuck (one winner).
@@ -173,12 +252,7 @@ def fail_if_stuck(uuid: str, message: str, cutoff: dt.datetime) -> bool:
     with db_api.session_scope() as session:
         changed = session.execute(
             sa.update(models.Instance)
-            .where(
-                models.Instance.uuid == uuid,
-                models.Instance.task_state == "scheduling",
-                models.Instance.host.is_(None),
-                models.Instance.updated_at < cutoff,
-            )
+            .where(models.Instance.uuid == uuid, _stuck(cutoff))
             .values(vm_state="error", task_state=None, updated_at=now)
         ).rowcount
         if changed:
@@ -239,17 +313,12 @@ def unplaced(uuids: list[str]) -> list[str]:
 
 @db_api.retry_on_disconnect
 def find_stuck(older_than: dt.datetime, limit: int = 100) -> list[str]:
-    """Instances still 'scheduling' without a host since before ``older_than``."""
+    """Instances still being scheduled since before ``older_than`` (``_stuck``)."""
     with db_api.session_scope() as session:
         return list(
             session.execute(
                 sa.select(models.Instance.uuid)
-                .where(
-                    models.Instance.task_state == "scheduling",
-                    models.Instance.host.is_(None),
-                    models.Instance.vm_state == "building",
-                    models.Instance.updated_at < older_than,
-                )
+                .where(_stuck(older_than))
                 .limit(limit)
             ).scalars()
         )

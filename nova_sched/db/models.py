@@ -58,6 +58,21 @@ class Instance(Base):
     __table_args__ = (Index("instances_task_state_idx", "task_state", "host"),)
 
 
+class InstanceRequest(Base):
+    """The request an instance was scheduled by, secrets left out (0006)."""
+
+    __tablename__ = "instance_requests"
+
+    instance_uuid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    request_spec: Mapped[str] = mapped_column(Text, nullable=False)
+    filter_properties: Mapped[str] = mapped_column(Text, nullable=False)
+    requested_networks: Mapped[str | None] = mapped_column(Text)
+    is_first_time: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    legacy_bdm_in_spec: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    needs_secrets: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    created_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+
+
 class InstanceFault(Base):
     __tablename__ = "instance_faults"
 

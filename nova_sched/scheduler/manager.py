@@ -18,14 +18,14 @@ import traceback
 
 import oslo_messaging as messaging
 
-from nova_sched import exception
+from nova_sched import exception, rpc
 from nova_sched.compute import rpcapi as compute_rpcapi
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.instance_actions import EventReporter
-from nova_sched.scheduler import compute_report, driver, request
+from nova_sched.scheduler import compute_report, driver, recovery, request
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
@@ -99,8 +99,12 @@ class SchedulerManager:
     def _run_instance(self, context, spec: request.RequestSpec, boot: BootArgs):
         sizes = {k: getattr(spec, k) for k in
                  ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")}
+        stored = db_instances.StoredRequest(
+            spec.raw, spec.filter_properties, boot.requested_networks,
+            boot.is_first_time, boot.legacy_bdm_in_spec,
+            needs_secrets=bool(boot.admin_password or boot.injected_files))
         db_instances.ensure_instances(spec.instance_uuids, spec.instance_properties,
-                                      sizes)
+                                      sizes, request=stored)
         standing = self.cycle.standing(spec)
         pending = self.cycle.to_place(spec, standing)
         if not pending:
@@ -137,6 +141,21 @@ class SchedulerManager:
             self._set_error(context, spec.raw, uuid,
                             f"Scheduler error: {type(err).__name__}: {err}",
                             details=details)
+
+    def recover_stuck(self) -> list[str]:
+        """The periodic sweep of instances stuck in scheduling (``recovery``)."""
+        return recovery.recover_stuck_instances(self.cycle, self._reschedule_stored)
+
+    def _reschedule_stored(self, uuid: str, stored: db_instances.StoredRequest
+                           ) -> None:
+        """Schedule one instance again from its stored request."""
+        request_spec = dict(stored.request_spec, instance_uuids=[uuid],
+                            num_instances=1)
+        spec = request.parse(request_spec, stored.filter_properties)
+        boot = BootArgs(None, [], stored.requested_networks, stored.is_first_time,
+                        stored.legacy_bdm_in_spec)
+        context = rpc.admin_context()
+        self._handle(context, spec, boot)
 
     def resume_parked(self) -> int:
         """Handle the requests parked during a database outage; how many.

@@ -108,3 +108,70 @@ def test_only_exposed_methods_are_callable_over_rpc(db):
         server.stop()
         server.wait()
         transport.cleanup()
+
+
+def _age_everything():
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.Instance).values(
+            updated_at=db_api.utcnow().replace(year=2000)))
+
+
+def _lose_the_request(manager, ctxt, spec, password, files):
+    """What a daemon that died mid-request leaves: the instance recorded
+    with its request, a claim, no cast (and a broker that lost the message)."""
+    real = manager.cycle._cast
+
+    def die(*args, **kwargs):
+        raise SystemExit("daemon killed")
+
+    manager.cycle._cast = die
+    with pytest.raises(SystemExit):
+        manager.run_instance(ctxt, spec, password, files, None, True, {})
+    manager.cycle._cast = real
+
+
+def test_a_stuck_instance_is_rescheduled_from_its_stored_request(manager, ctxt):
+    CONF.set_override("scheduling_timeout", 60, group="scheduler")
+    manager.compute_node_update(ctxt, compute_report("c1"))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _lose_the_request(manager, ctxt, spec, None, [])
+    assert db_instances.get(uuid).host == "c1"  # claimed, never cast
+    assert manager.recover_stuck() == []  # not old yet
+
+    _age_everything()
+    assert manager.recover_stuck() == [uuid]
+    (cast,) = manager.cycle.compute_api.casts
+    assert cast["instance"]["uuid"] == uuid and cast["host"] == "c1"
+    assert cast["admin_password"] is None and cast["injected_files"] == []
+    row = db_instances.get(uuid)
+    assert row.vm_state == "building" and row.cast_at is not None
+    with db_api.session_scope() as s:
+        node = s.execute(sa.select(models.ComputeNode)).scalar_one()
+    assert node.claimed_memory_mb == 1024  # one claim, not two
+    # Nothing is stuck any more, for this daemon or another.
+    _age_everything()
+    assert manager.recover_stuck() == []
+
+
+def test_a_stuck_instance_whose_request_had_secrets_goes_to_error(manager, ctxt):
+    CONF.set_override("scheduling_timeout", 60, group="scheduler")
+    manager.compute_node_update(ctxt, compute_report("c1"))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _lose_the_request(manager, ctxt, spec, "s3cret-pw", [["/etc/motd", "hi"]])
+    with db_api.session_scope() as s:
+        stored = s.execute(sa.select(models.InstanceRequest)).scalar_one()
+    assert stored.needs_secrets
+    assert "s3cret-pw" not in repr(vars(stored)) and "/etc/motd" not in repr(vars(stored))
+
+    _age_everything()
+    assert manager.recover_stuck() == [uuid]
+    assert manager.cycle.compute_api.casts == []
+    row = db_instances.get(uuid)
+    assert row.vm_state == "error"
+    with db_api.session_scope() as s:
+        (fault,) = s.execute(sa.select(models.InstanceFault.message)).scalars().all()
+        node = s.execute(sa.select(models.ComputeNode)).scalar_one()
+    assert "scheduler died while placing the instance" in fault
+    assert node.claimed_memory_mb == 0

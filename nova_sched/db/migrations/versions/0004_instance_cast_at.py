@@ -24,6 +24,9 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("instances") as batch:
         batch.add_column(sa.Column("cast_at", sa.DateTime))
+    # Instances placed before this revision were cast when they were placed.
+    op.execute("UPDATE instances SET cast_at = scheduled_at "
+               "WHERE host IS NOT NULL AND scheduled_at IS NOT NULL")
 
 
 def downgrade() -> None:
