@@ -52,10 +52,13 @@ scheduler_opts = [
         "scheduling_timeout",
         default=300,
         min=1,
-        help="Seconds after which an instance still in task_state "
-        "'scheduling' without a host (its daemon died while placing it) is "
-        "recovered by any live daemon: put into ERROR with a fault and its "
-        "partial claims released.",
+        help="Seconds after which an instance still being scheduled (no "
+        "host yet, or a host it was never cast to: its request was lost with "
+        "a daemon and not delivered again) is recovered by any live daemon: "
+        "its partial claims released, then scheduled again from the request "
+        "stored with it, or put into ERROR with a fault when that request "
+        "carried an admin password or injected files, which are never "
+        "stored.",
     ),
     cfg.IntOpt(
         "periodic_task_interval",
