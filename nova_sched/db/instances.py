@@ -298,20 +298,6 @@ def get(uuid: str) -> models.Instance | None:
 
 
 @db_api.retry_on_disconnect
-def unplaced(uuids: list[str]) -> list[str]:
-    """Those of ``uuids`` still waiting for a host (or not recorded at all)."""
-    if not uuids:
-        return []
-    with db_api.transaction() as conn:
-        settled = set(conn.execute(
-            sa.select(_INSTANCES.c.uuid).where(
-                _INSTANCES.c.uuid.in_(uuids),
-                sa.or_(_INSTANCES.c.host.is_not(None),
-                       _INSTANCES.c.vm_state != "building"))).scalars())
-    return [u for u in uuids if u not in settled]
-
-
-@db_api.retry_on_disconnect
 def find_stuck(older_than: dt.datetime, limit: int = 100) -> list[str]:
     """Instances still being scheduled since before ``older_than`` (``_stuck``)."""
     with db_api.session_scope() as session:
