@@ -38,6 +38,12 @@ class EventReporter:
                 getattr(self.ctxt, "project_id", None), self.host)
         return self
 
+    def finish_on_cast(self, instance_uuid: str) -> dict[int, tuple[str, None]]:
+        """The instance's event as finished with Success, for the caller to
+        record with its cast (``db.instances.mark_cast``); not again on exit."""
+        event_id = self._event_ids.pop(instance_uuid, None)
+        return {} if event_id is None else {event_id: ("Success", None)}
+
     def fail(self, instance_uuid: str, reason: str) -> None:
         """Record Error for one instance, with ``reason`` as the traceback."""
         self._failures[instance_uuid] = reason

@@ -168,9 +168,19 @@ def set_scheduling(uuid: str) -> None:
 
 
 @db_api.retry_on_disconnect
-def mark_cast(uuid: str) -> None:
-    """The instance was cast to the compute node it is placed on."""
-    _update(uuid, cast_at=db_api.utcnow())
+def mark_cast(uuid: str, finished: dict[int, tuple[str, str | None]] | None = None
+              ) -> None:
+    """The instance was cast to the compute node it is placed on.
+
+    ``finished`` (event id -> result, traceback, as ``finish_events``) are
+    finished in the same transaction: the instance's ``schedule`` event.
+    """
+    now = db_api.utcnow()
+    with db_api.transaction() as conn:
+        conn.execute(sa.update(_INSTANCES).where(_INSTANCES.c.uuid == uuid)
+                     .values(cast_at=now, updated_at=now))
+        if finished:
+            _finish_events(conn, finished, now)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -416,17 +426,20 @@ def finish_events(results: dict[int, tuple[str, str | None]]) -> None:
     """Finish events: event id -> (result, traceback); their actions too."""
     if not results:
         return
-    now = db_api.utcnow()
     with db_api.transaction() as conn:
-        conn.execute(_FINISH_EVENT, [
-            {"b_id": event_id, "b_now": now, "b_result": result,
-             "b_trace": trace[:_MAX_TEXT] if trace else None}
-            for event_id, (result, trace) in results.items()])
-        action_results: dict[int, str] = {}
-        for event_id, action_id in conn.execute(
-                _ACTIONS_OF_EVENTS, {"ids": list(results)}).all():
-            action_results[action_id] = results[event_id][0]
-        conn.execute(_FINISH_ACTION, [
-            {"b_id": action_id, "b_now": now,
-             "b_message": result if result == "Error" else None}
-            for action_id, result in action_results.items()])
+        _finish_events(conn, results, db_api.utcnow())
+
+
+def _finish_events(conn, results: dict[int, tuple[str, str | None]], now) -> None:
+    conn.execute(_FINISH_EVENT, [
+        {"b_id": event_id, "b_now": now, "b_result": result,
+         "b_trace": trace[:_MAX_TEXT] if trace else None}
+        for event_id, (result, trace) in results.items()])
+    action_results: dict[int, str] = {}
+    for event_id, action_id in conn.execute(
+            _ACTIONS_OF_EVENTS, {"ids": list(results)}).all():
+        action_results[action_id] = results[event_id][0]
+    conn.execute(_FINISH_ACTION, [
+        {"b_id": action_id, "b_now": now,
+         "b_message": result if result == "Error" else None}
+        for action_id, result in action_results.items()])

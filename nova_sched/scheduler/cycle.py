@@ -88,8 +88,8 @@ class SchedulingCycle:
 
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
-                 alternates: int = 0, standing: dict | None = None
-                 ) -> Iterator[Outcome]:
+                 alternates: int = 0, standing: dict | None = None,
+                 events=None) -> Iterator[Outcome]:
         """Place each instance of the request in turn; one Outcome each.
 
         With ``boot`` each placement is recorded and cast to its node (a
@@ -98,7 +98,9 @@ class SchedulingCycle:
         itself. A request without instance uuids (select_destinations of
         Havana's conductor) is decided without claims. DatabaseUnavailable
         propagates: the whole request must wait for the database.
-        ``standing`` is ``standing(spec)`` when the caller has it already.
+        ``standing`` is ``standing(spec)`` when the caller has it already;
+        ``events`` (an EventReporter) has each instance's event finished
+        with the record of its cast, in one transaction.
         """
         group = server_groups.resolve(spec, record=True)
         if standing is None:
@@ -116,12 +118,12 @@ class SchedulingCycle:
             try:
                 if where is not None and where.host is not None:
                     selections = self._recast(context, spec, group, uuid, index,
-                                              where, boot)
+                                              where, boot, events)
                     if selections:
                         yield Outcome(uuid, selections)
                         continue
                 yield Outcome(uuid, self._place(context, spec, group, uuid, index,
-                                                boot, alternates))
+                                                boot, alternates, events))
             except exception.DatabaseUnavailable:
                 raise
             except Exception as err:
@@ -177,7 +179,8 @@ class SchedulingCycle:
 
     # -- one instance -------------------------------------------------------
     def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
-               boot: BootArgs | None, alternates: int) -> list[Selection]:
+               boot: BootArgs | None, alternates: int, events=None
+               ) -> list[Selection]:
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
@@ -189,7 +192,7 @@ class SchedulingCycle:
             self.stats.record(time.perf_counter() - started)
         if boot is not None:
             try:
-                self._cast(context, spec, uuid, index, selections[0], boot)
+                self._cast(context, spec, uuid, index, selections[0], boot, events)
             except Exception:
                 # The instance stays unplaced rather than claimed on a node
                 # that never heard of it.
@@ -199,7 +202,7 @@ class SchedulingCycle:
         return selections
 
     def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
-                where, boot: BootArgs) -> list[Selection]:
+                where, boot: BootArgs, events=None) -> list[Selection]:
         """An instance claimed by a daemon that died before it was cast.
 
         The dying daemon may have cast it already: casting it to the same
@@ -239,7 +242,7 @@ class SchedulingCycle:
         LOG.info("Instance %s was claimed on %s/%s by a scheduler that stopped "
                  "before casting it; casting it there", uuid, held.host,
                  held.nodename)
-        self._cast(context, spec, uuid, index, held, boot)
+        self._cast(context, spec, uuid, index, held, boot, events)
         return [held]
 
     def decide(self, spec: RequestSpec, group, uuid: str | None) -> Decision:
@@ -308,7 +311,7 @@ class SchedulingCycle:
             LOG.warning("Could not re-read compute node %s (%s)", node_id, err)
 
     def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
-              chosen: Selection, boot: BootArgs) -> None:
+              chosen: Selection, boot: BootArgs, events=None) -> None:
         """Steps 5 and 6: hand the instance to its node and say so."""
         fprops = spec.filter_properties
         retry.record_host(fprops, chosen.host, chosen.nodename)
@@ -333,6 +336,7 @@ class SchedulingCycle:
         # A request delivered again must not cast this instance twice. A
         # daemon dying between the cast and this line leaves the one window
         # in which it will be (to the same node: see _recast).
-        db_instances.mark_cast(uuid)
+        db_instances.mark_cast(
+            uuid, events.finish_on_cast(uuid) if events is not None else None)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)

@@ -116,7 +116,7 @@ class SchedulerManager:
         with EventReporter(context, "schedule", pending, self.host) as events:
             self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot,
-                                               standing=standing):
+                                               standing=standing, events=events):
                 if outcome.error is not None:
                     self._fail(context, spec, outcome, events)
             self.notifier.run_instance_end(context, spec.raw)
