@@ -18,8 +18,10 @@ What must hold once every instance is settled:
 - none lost: each instance is in ERROR, or placed (host set) and cast;
 - an instance is cast to one host only, the one its row names; a cast sent
   twice (the daemon died between the cast and ``mark_cast``, the one
-  documented window) goes to the same host, and there are no more of them
-  than kills;
+  documented window, see ``SchedulingCycle._cast``) goes to the same host.
+  Each of the killed daemon's ``request_threads`` handlers can be inside
+  that window when the kill lands, so a kill may cause up to
+  ``request_threads`` repeated casts (not just one): that is the bound;
 - no instance in ERROR was cast to a compute node;
 - claims: every allocation belongs to a placed instance, on the node its row
   names, every placed instance holds exactly one, each node's running
@@ -37,7 +39,6 @@ import collections
 import os
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -62,7 +63,8 @@ KILLS = 6                    # one per wave of the burst
 SCHEDULING_TIMEOUT = 20      # [scheduler] scheduling_timeout of the daemons
 PERIODIC_INTERVAL = 2        # [scheduler] periodic_task_interval
 REPORT_INTERVAL = 2.0        # seconds between two reports of every host
-SETTLE_TIMEOUT = 45          # after the last wave; budget of the whole test ~90 s
+REQUEST_THREADS = 8          # [scheduler] request_threads of the daemons
+SETTLE_TIMEOUT = 40          # after the last wave; budget of the whole test ~90 s
 READY_TIMEOUT = 30           # a (re)started daemon consuming its topic
 # (vcpus, memory_mb, local_gb, reserved_host_memory_mb), cycled over the hosts:
 # unequal sizes, a reserve on the big ones; RAM is what runs out.
@@ -100,7 +102,8 @@ class ComputeFleet:
         import oslo_messaging as messaging
 
         self.reports = dict(reports)
-        self.casts: dict[str, list[tuple[str | None, str | None]]] = \
+        # uuid -> [(host, node, monotonic time of arrival)]
+        self.casts: dict[str, list[tuple[str | None, str | None, float]]] = \
             collections.defaultdict(list)
         self.unnamed = 0
         self._lock = threading.Lock()
@@ -121,7 +124,7 @@ class ComputeFleet:
                         fleet.unnamed += 1
                         return
                     fleet.casts[instance["uuid"]].append(
-                        (instance.get("host"), kwargs.get("node")))
+                        (instance.get("host"), kwargs.get("node"), time.monotonic()))
 
         # The binding compute.* catches the cast to compute.<host> of every
         # host (host names without dots), as bench/e2e_peers.py's Recorder.
@@ -153,7 +156,7 @@ class ComputeFleet:
         self._thread = threading.Thread(target=loop, name="reports", daemon=True)
         self._thread.start()
 
-    def snapshot(self) -> dict[str, list[tuple[str | None, str | None]]]:
+    def snapshot(self) -> dict[str, list[tuple[str | None, str | None, float]]]:
         with self._lock:
             return {u: list(c) for u, c in self.casts.items()}
 
@@ -183,7 +186,8 @@ class Daemons:
                 cloud.workdir / f"{name}.conf",
                 {"DEFAULT": {"host": f"{name}-{cloud.tag}".replace("_", "-")},
                  "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
-                               "periodic_task_interval": PERIODIC_INTERVAL}})
+                               "periodic_task_interval": PERIODIC_INTERVAL,
+                               "request_threads": REQUEST_THREADS}})
 
     def start(self, name: str) -> None:
         self._starts[name] = self.cloud.log_text(name).count(READY_LINE) + 1
@@ -203,12 +207,12 @@ class Daemons:
         except TimeoutError as err:
             raise AssertionError(f"{err}\n{self.cloud.log_tails([name], 60)}") from None
 
-    def kill_and_restart(self, name: str, at: float) -> None:
+    def kill_and_restart(self, name: str) -> None:
         proc = self.cloud.procs[name]
         assert proc.poll() is None, f"{name} died by itself"
         proc.send_signal(signal.SIGKILL)
+        self.kills.append((name, time.monotonic()))
         proc.wait(10)
-        self.kills.append((name, at))
         self.start(name)
         self.restarts += 1
 
@@ -311,8 +315,9 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                 # A wave takes the two daemons a few tenths of a second.
                 delay = rng.uniform(0.0, 0.25)
                 time.sleep(delay)
-                rows = cloud.instances(uuids[:(k + 1) * per_wave])
-                daemons.kill_and_restart(victim, time.monotonic() - burst_start)
+                sent = min(REQUESTS, (k + 1) * per_wave)
+                rows = cloud.instances(uuids[:sent])
+                daemons.kill_and_restart(victim)
                 settled = sum(1 for r in rows.values()
                               if r["vm_state"] == "error" or r["cast_at"])
                 claimed = sum(1 for r in rows.values() if r["vm_state"] != "error"
@@ -323,8 +328,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                     f"wave {k}: {len(wave)} cast in {cast_s:.2f}s, {victim} killed "
                     f"{delay:.2f}s later; just before: {settled} settled, {claimed} "
                     f"claimed not marked cast, {waiting} recorded without a host, "
-                    f"{(k + 1) * per_wave - len(rows)} not recorded yet (of "
-                    f"{min(REQUESTS, (k + 1) * per_wave)} cast)")
+                    f"{sent - len(rows)} not recorded yet (of {sent} cast)")
             for line in wave_log:
                 print(line, flush=True)
 
@@ -350,14 +354,14 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             cloudlib.wait_until(
                 lambda: fleet.report_all() or cloud.query(
                     "SELECT id FROM compute_nodes WHERE host = :h", h=FINAL_HOST),
-                20, 0.5, "the final host's report stored")
+                10, 0.5, "the final host's report stored")
             spec, fprops, (final,) = cloudlib.havana_request(
                 cloudlib.named_flavor("m1.small"))
             cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
             try:
                 cloudlib.wait_until(
                     lambda: _settled(cloud.instances([final]), fleet.snapshot(), final),
-                    20, 0.2, "the final request")
+                    15, 0.2, "the final request")
             except TimeoutError:
                 pass
             final_row = cloud.instances([final]).get(final)
@@ -381,8 +385,20 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                       and (rows.get(u) or {}).get("host")]
             lost = [u for u in uuids if not _settled(rows, casts, u)]
             duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
+            # Each repeated cast is a survivor's recast after a kill: count
+            # them against the latest kill before they arrived.
+            kill_times = [t for _, t in daemons.kills]
+            per_kill = [0] * len(kill_times)
+            early = []
+            for u in duplicated:
+                for _, _, arrived in sorted(casts[u], key=lambda c: c[2])[1:]:
+                    before = [i for i, t in enumerate(kill_times) if t <= arrived]
+                    if before:
+                        per_kill[before[-1]] += 1
+                    else:
+                        early.append(u)
             elsewhere = [u for u in placed if u in casts and
-                         {h for h, _ in casts[u]} != {rows[u]["host"]}]
+                         {c[0] for c in casts[u]} != {rows[u]["host"]}]
             error_cast = [u for u in errors if u in casts]
             stray_casts = [u for u in casts if u not in rows and u != final]
             no_claim = [u for u in placed if u not in allocs]
@@ -413,17 +429,18 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             kills = len(daemons.kills)
             final_ok = bool(final_row and final_row["host"] and final_row["vm_state"]
                             != "error" and final_casts
-                            and {h for h, _ in final_casts} == {final_row["host"]})
+                            and {c[0] for c in final_casts} == {final_row["host"]})
             elapsed = time.monotonic() - started
             print(f"\ncrash-safety seed={SEED}: requests={REQUESTS} placed={len(placed)} "
                   f"error={len(errors)} lost={len(lost)} duplicated_casts="
-                  f"{len(duplicated)} (to another host: "
-                  f"{sum(1 for u in duplicated if u in elsewhere)}) "
+                  f"{len(duplicated)} (repeated casts per kill {per_kill}, to another "
+                  f"host: {sum(1 for u in duplicated if u in elsewhere)}) "
                   f"max_claim_ratio={worst:.3f} kills={kills} restarts={daemons.restarts} "
                   f"settled_in={settle_s:.1f}s final_request="
                   f"{'placed' if final_ok else 'NOT placed'} elapsed={elapsed:.0f}s",
                   flush=True)
-            print(f"kills at {[(n, round(t, 2)) for n, t in daemons.kills]}; "
+            print(f"kills at {[(n, round(t - burst_start, 2)) for n, t in daemons.kills]}"
+                  f" s into the burst; "
                   f"error reasons {dict(reasons)}; flavors of the lost "
                   f"{collections.Counter(flavor_of[u] for u in lost)}", flush=True)
 
@@ -439,8 +456,11 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                                     "node:" + evidence(error_cast))
             assert not stray_casts, f"casts of instances never requested: {stray_casts}"
             assert fleet.unnamed == 0, f"{fleet.unnamed} casts without an instance uuid"
-            assert len(duplicated) <= kills, (
-                f"{len(duplicated)} instances cast twice for {kills} kills:"
+            assert not early, ("instances cast twice before any daemon was "
+                               "killed:" + evidence(early))
+            assert max(per_kill, default=0) <= REQUEST_THREADS, (
+                f"repeated casts per kill {per_kill}: more than the killed "
+                f"daemon's {REQUEST_THREADS} request threads can have in hand:"
                 + evidence(duplicated))
             assert not no_claim, "placed instances without a claim:" + evidence(no_claim)
             assert not bad_claim, ("allocations of instances not placed there "
@@ -449,7 +469,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             assert not drift, f"node totals differ from their allocations: {drift}"
             assert not over, f"nodes claimed past their limits: {over}"
             assert reasons.get("(no fault)", 0) == 0, "instances in ERROR without a fault"
-            assert placed and errors, "the burst should both place and overfill"
+            assert worst >= 0.9, "the burst should have filled some node"
             assert final_ok, ("the request after the burst was not placed: "
                               f"{final_row}, casts {final_casts}\n"
                               + cloud.log_tails(list(DAEMONS), 40))
