@@ -17,25 +17,34 @@ from nova_sched.db import instances as db_instances
 LOG = logging.getLogger(__name__)
 
 
+def event_start(ctxt, event: str, host: str,
+                action: str = "create") -> db_instances.EventStart:
+    """What starting ``event`` for the request of ``ctxt`` records."""
+    return db_instances.EventStart(action, event, ctxt.request_id,
+                                   getattr(ctxt, "user_id", None),
+                                   getattr(ctxt, "project_id", None), host)
+
+
 class EventReporter:
     """Context manager around one event of many instances' actions."""
 
     def __init__(self, ctxt, event: str, instance_uuids: list[str], host: str,
-                 action: str = "create"):
+                 action: str = "create", started: dict[str, int] | None = None):
         self.ctxt = ctxt
         self.event = event
         self.instance_uuids = list(instance_uuids)
         self.host = host
         self.action = action
-        self._event_ids: dict[str, int] = {}
+        # Events already started by the caller (db.instances.begin_request).
+        self._event_ids: dict[str, int] = dict(started or {})
+        self._started = started is not None
         self._failures: dict[str, str] = {}
 
     def __enter__(self) -> "EventReporter":
-        if self.instance_uuids:
+        if self.instance_uuids and not self._started:
             self._event_ids = db_instances.start_events(
-                self.instance_uuids, self.action, self.event, self.ctxt.request_id,
-                getattr(self.ctxt, "user_id", None),
-                getattr(self.ctxt, "project_id", None), self.host)
+                self.instance_uuids,
+                event_start(self.ctxt, self.event, self.host, self.action))
         return self
 
     def finish_on_cast(self, instance_uuid: str) -> dict[int, tuple[str, None]]:

@@ -124,7 +124,16 @@ def ensure_instances(
     uuids = list(uuids)
     if not uuids:
         return
-    now = db_api.utcnow()
+    try:
+        with db_api.transaction() as conn:
+            _ensure(conn, uuids, props, sizes, request, db_api.utcnow())
+    except sa_exc.IntegrityError:
+        # A concurrent daemon recorded the same instance: theirs stands.
+        pass
+
+
+def _ensure(conn, uuids: list[str], props: dict, sizes: dict[str, int] | None,
+            request: StoredRequest | None, now) -> None:
     sizes = sizes or {}
     common = {
         "vm_state": "building",
@@ -137,23 +146,42 @@ def ensure_instances(
     }
     for key in ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap"):
         common[key] = sizes.get(key, _size(props, key))
-    try:
-        with db_api.transaction() as conn:
-            existing = set(conn.execute(_UUIDS_PRESENT, {"uuids": uuids}).scalars())
-            rows = [dict(common, uuid=uuid, launch_index=index)
-                    for index, uuid in enumerate(uuids) if uuid not in existing]
-            if rows:
-                conn.execute(_INSTANCES.insert(), rows)
-            if request is not None:
-                stored = set(conn.execute(_REQUESTS_PRESENT, {"uuids": uuids}).scalars())
-                missing = [u for u in uuids if u not in stored]
-                if missing:
-                    conn.execute(_REQUESTS.insert(), [
-                        dict(request.to_row(), instance_uuid=u, created_at=now)
-                        for u in missing])
-    except sa_exc.IntegrityError:
-        # A concurrent daemon recorded the same instance: theirs stands.
-        pass
+    existing = set(conn.execute(_UUIDS_PRESENT, {"uuids": uuids}).scalars())
+    rows = [dict(common, uuid=uuid, launch_index=index)
+            for index, uuid in enumerate(uuids) if uuid not in existing]
+    if rows:
+        conn.execute(_INSTANCES.insert(), rows)
+    if request is not None:
+        stored = set(conn.execute(_REQUESTS_PRESENT, {"uuids": uuids}).scalars())
+        missing = [u for u in uuids if u not in stored]
+        if missing:
+            conn.execute(_REQUESTS.insert(), [
+                dict(request.to_row(), instance_uuid=u, created_at=now)
+                for u in missing])
+
+
+@db_api.retry_on_disconnect
+def begin_request(uuids: list[str], props: dict, sizes: dict[str, int],
+                  request: StoredRequest, start: EventStart,
+                  ) -> tuple[dict[str, Standing], dict[str, int]]:
+    """A new request's first transaction: ``ensure_instances``, where the
+    instances stand, and ``start_events`` for those not handled already
+    (neither settled nor cast); returns (standing, uuid -> event id)."""
+    for attempt in range(2):
+        try:
+            with db_api.transaction() as conn:
+                now = db_api.utcnow()
+                _ensure(conn, uuids, props, sizes, request, now)
+                standing = _standing(conn, uuids)
+                pending = [u for u in uuids if u not in standing
+                           or not (standing[u].settled or standing[u].cast)]
+                event_ids = _start_events(conn, pending, start, now) if pending else {}
+                return standing, event_ids
+        except sa_exc.IntegrityError:
+            # A concurrent daemon recorded the same instance: read it again.
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _str(value: Any) -> str | None:
@@ -201,14 +229,18 @@ class Standing:
 @db_api.retry_on_disconnect
 def standing(uuids: list[str]) -> dict[str, Standing]:
     """uuid -> Standing, for those of ``uuids`` that are recorded."""
-    found: dict[str, Standing] = {}
     with db_api.read_session() as conn:
-        for chunk in _chunks(uuids):
-            for uuid, host, node, vm_state, cast_at in conn.execute(
-                    sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
-                              _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
-                    .where(_INSTANCES.c.uuid.in_(chunk))):
-                found[uuid] = Standing(host, node, vm_state, cast_at is not None)
+        return _standing(conn, uuids)
+
+
+def _standing(conn, uuids: list[str]) -> dict[str, Standing]:
+    found: dict[str, Standing] = {}
+    for chunk in _chunks(uuids):
+        for uuid, host, node, vm_state, cast_at in conn.execute(
+                sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
+                          _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
+                .where(_INSTANCES.c.uuid.in_(chunk))):
+            found[uuid] = Standing(host, node, vm_state, cast_at is not None)
     return found
 
 
@@ -380,11 +412,22 @@ def _chunks(uuids: list[str]):
 
 # -- instance actions -----------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class EventStart:
+    """An event to start under each instance's action: the action's and the
+    event's names, the request and its caller, the scheduler's host."""
+
+    action: str
+    event: str
+    request_id: str
+    user_id: str | None
+    project_id: str | None
+    host: str
+
+
 @db_api.retry_on_disconnect
-def start_events(uuids: list[str], action: str, event: str, request_id: str,
-                 user_id: str | None, project_id: str | None,
-                 host: str) -> dict[str, int]:
-    """Start ``event`` under each instance's ``action``: uuid -> event id.
+def start_events(uuids: list[str], start: EventStart) -> dict[str, int]:
+    """Start ``start.event`` under each instance's action: uuid -> event id.
 
     The action row is the instance's (action, request) one, else its latest
     action of that name (a retry comes back under a new request id), and is
@@ -392,32 +435,35 @@ def start_events(uuids: list[str], action: str, event: str, request_id: str,
     that name still open under the action (the request delivered again
     after its daemon died) is taken over rather than started twice.
     """
-    now = db_api.utcnow()
-    event_ids: dict[str, int] = {}
     with db_api.transaction() as conn:
-        rows = conn.execute(_ACTIONS_OF, {"uuids": uuids, "b_action": action}).all()
-        action_ids: dict[str, int] = {}
-        exact: dict[str, int] = {}
-        for action_id, uuid, rid in rows:  # oldest first: the latest wins
-            action_ids[uuid] = action_id
-            if rid == request_id:
-                exact[uuid] = action_id
-        action_ids.update(exact)
-        open_events = dict(conn.execute(_OPEN_EVENTS, {
-            "ids": list(exact.values()) or [-1], "b_event": event}).all())
-        for uuid in uuids:
-            if uuid not in action_ids:
-                action_ids[uuid] = conn.execute(_ACTIONS.insert(), {
-                    "action": action, "instance_uuid": uuid,
-                    "request_id": request_id, "user_id": _str(user_id),
-                    "project_id": _str(project_id), "start_time": now,
-                }).inserted_primary_key[0]
-            event_id = open_events.get(action_ids[uuid])
-            if event_id is None:
-                event_id = conn.execute(_EVENTS.insert(), {
-                    "action_id": action_ids[uuid], "event": event,
-                    "start_time": now, "host": host}).inserted_primary_key[0]
-            event_ids[uuid] = event_id
+        return _start_events(conn, uuids, start, db_api.utcnow())
+
+
+def _start_events(conn, uuids: list[str], start: EventStart, now) -> dict[str, int]:
+    event_ids: dict[str, int] = {}
+    rows = conn.execute(_ACTIONS_OF, {"uuids": uuids, "b_action": start.action}).all()
+    action_ids: dict[str, int] = {}
+    exact: dict[str, int] = {}
+    for action_id, uuid, rid in rows:  # oldest first: the latest wins
+        action_ids[uuid] = action_id
+        if rid == start.request_id:
+            exact[uuid] = action_id
+    action_ids.update(exact)
+    open_events = dict(conn.execute(_OPEN_EVENTS, {
+        "ids": list(exact.values()) or [-1], "b_event": start.event}).all())
+    for uuid in uuids:
+        if uuid not in action_ids:
+            action_ids[uuid] = conn.execute(_ACTIONS.insert(), {
+                "action": start.action, "instance_uuid": uuid,
+                "request_id": start.request_id, "user_id": _str(start.user_id),
+                "project_id": _str(start.project_id), "start_time": now,
+            }).inserted_primary_key[0]
+        event_id = open_events.get(action_ids[uuid])
+        if event_id is None:
+            event_id = conn.execute(_EVENTS.insert(), {
+                "action_id": action_ids[uuid], "event": start.event,
+                "start_time": now, "host": start.host}).inserted_primary_key[0]
+        event_ids[uuid] = event_id
     return event_ids
 
 

@@ -24,8 +24,8 @@ from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.instance_actions import EventReporter
-from nova_sched.scheduler import compute_report, driver, recovery, request
+from nova_sched.instance_actions import EventReporter, event_start
+from nova_sched.scheduler import compute_report, driver, recovery, request, retry
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
@@ -103,9 +103,18 @@ class SchedulerManager:
             spec.raw, spec.filter_properties, boot.requested_networks,
             boot.is_first_time, boot.legacy_bdm_in_spec,
             needs_secrets=bool(boot.admin_password or boot.injected_files))
-        db_instances.ensure_instances(spec.instance_uuids, spec.instance_properties,
-                                      sizes, request=stored)
-        standing = self.cycle.standing(spec)
+        started = None
+        if retry.is_reschedule(spec):
+            db_instances.ensure_instances(spec.instance_uuids,
+                                          spec.instance_properties, sizes,
+                                          request=stored)
+            # Instances the compute node gave back are released first.
+            standing = self.cycle.standing(spec)
+        else:
+            # One transaction records the request and starts its events.
+            standing, started = db_instances.begin_request(
+                spec.instance_uuids, spec.instance_properties, sizes, stored,
+                event_start(context, "schedule", self.host))
         pending = self.cycle.to_place(spec, standing)
         if not pending:
             # Delivered again after the daemon that handled it died before
@@ -113,7 +122,8 @@ class SchedulerManager:
             LOG.info("Request %s for instances %s was handled already",
                      context.request_id, spec.instance_uuids)
             return
-        with EventReporter(context, "schedule", pending, self.host) as events:
+        with EventReporter(context, "schedule", pending, self.host,
+                           started=started) as events:
             self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot,
                                                standing=standing, events=events):

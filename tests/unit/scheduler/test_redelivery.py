@@ -71,8 +71,8 @@ def test_claimed_but_not_cast_is_cast_to_the_node_it_holds(manager, ctxt):
     # The dead daemon recorded the instance, started its event and claimed
     # "small" (not the node a fresh decision would choose), then died.
     db_instances.ensure_instances([uuid], spec["instance_properties"])
-    db_instances.start_events([uuid], "create", "schedule", ctxt.request_id,
-                              "u1", "p1", "dead-daemon")
+    db_instances.start_events([uuid], db_instances.EventStart(
+        "create", "schedule", ctxt.request_id, "u1", "p1", "dead-daemon"))
     node_id = manager.host_manager.node_id_of("small", "small")
     manager.cycle.claims.claim(
         Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
