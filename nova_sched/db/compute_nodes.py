@@ -117,7 +117,10 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
             params["v_by"] = writer
             params["v_seen"] = read_through_us
             shapes.setdefault(tuple(sorted(report)), []).append(params)
+        # Rows in id order: two daemons storing overlapping batches then
+        # lock them in the same order and cannot deadlock.
         for fields, params in shapes.items():
+            params.sort(key=lambda p: p["v_id"])
             conn.execute(_update_statement(fields), params)
         conn.execute(_BEAT, [{"b_host": host, "b_now": now, "b_stamp": stamp,
                               "b_by": writer, "b_seen": read_through_us}

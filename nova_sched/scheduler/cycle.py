@@ -85,6 +85,8 @@ class SchedulingCycle:
         self.notifier = notifier
         self.stats = DecisionStats()
         self._lock = threading.Lock()
+        # Instances cast whose cast could not be recorded (database away).
+        self._cast_unrecorded: set[str] = set()
 
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
@@ -192,13 +194,15 @@ class SchedulingCycle:
             self.stats.record(time.perf_counter() - started)
         if boot is not None:
             try:
-                self._cast(context, spec, uuid, index, selections[0], boot, events)
+                self._cast(context, spec, uuid, index, selections[0], boot)
             except Exception:
                 # The instance stays unplaced rather than claimed on a node
                 # that never heard of it.
                 self.release([uuid])
                 db_instances.set_scheduling(uuid)
                 raise
+            # Cast: whatever happens now, the claim stays where it was cast.
+            self._record_cast(uuid, events)
         return selections
 
     def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
@@ -239,10 +243,17 @@ class SchedulingCycle:
                             "again; placing it anew", uuid, held.host, held.nodename)
                 return []
             self.host_manager.refresh_node(held.node_id)
-        LOG.info("Instance %s was claimed on %s/%s by a scheduler that stopped "
-                 "before casting it; casting it there", uuid, held.host,
-                 held.nodename)
-        self._cast(context, spec, uuid, index, held, boot, events)
+        with self._lock:
+            already_cast = uuid in self._cast_unrecorded
+        if already_cast:
+            LOG.info("Instance %s was cast to %s/%s before the database went "
+                     "away; recording it", uuid, held.host, held.nodename)
+        else:
+            LOG.info("Instance %s was claimed on %s/%s by a scheduler that "
+                     "stopped before casting it; casting it there", uuid,
+                     held.host, held.nodename)
+            self._cast(context, spec, uuid, index, held, boot)
+        self._record_cast(uuid, events)
         return [held]
 
     def decide(self, spec: RequestSpec, group, uuid: str | None) -> Decision:
@@ -311,7 +322,7 @@ class SchedulingCycle:
             LOG.warning("Could not re-read compute node %s (%s)", node_id, err)
 
     def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
-              chosen: Selection, boot: BootArgs, events=None) -> None:
+              chosen: Selection, boot: BootArgs) -> None:
         """Steps 5 and 6: hand the instance to its node and say so."""
         fprops = spec.filter_properties
         retry.record_host(fprops, chosen.host, chosen.nodename)
@@ -333,10 +344,24 @@ class SchedulingCycle:
             injected_files=boot.injected_files,
             admin_password=boot.admin_password, is_first_time=boot.is_first_time,
             node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec)
-        # A request delivered again must not cast this instance twice. A
-        # daemon dying between the cast and this line leaves the one window
-        # in which it will be (to the same node: see _recast).
-        db_instances.mark_cast(
-            uuid, events.finish_on_cast(uuid) if events is not None else None)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)
+
+    def _record_cast(self, uuid: str, events) -> None:
+        """Record that ``uuid`` was cast, with its event's end.
+
+        A request delivered again must not cast the instance twice. A daemon
+        dying between the cast and this record leaves the one window in
+        which it will be (to the same node: see _recast). A database gone
+        at this moment is remembered here, so that this daemon, resuming
+        the request, records the cast instead of sending it again.
+        """
+        try:
+            db_instances.mark_cast(
+                uuid, events.finish_on_cast(uuid) if events is not None else None)
+        except exception.DatabaseUnavailable:
+            with self._lock:
+                self._cast_unrecorded.add(uuid)
+            raise
+        with self._lock:
+            self._cast_unrecorded.discard(uuid)

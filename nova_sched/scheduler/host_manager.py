@@ -110,9 +110,11 @@ class HostManager:
         with self.lock:
             self.table = fresh
             self._described = {}
+            # Heartbeats heard since the last write are newer than the rows.
+            heard = {host: service.updated for host, service in self._services.items()}
             self._services = {}
             for service in services:
-                self._remember_service(service)
+                self._remember_service(service, heard.get(service["host"], 0.0))
             self.table.set_aggregates(aggregates)
             self._aggregate_stamp = stamp
             for row in nodes:
@@ -164,9 +166,17 @@ class HostManager:
                 self._apply_node(node)
 
     # -- applying rows ------------------------------------------------------
-    def _remember_service(self, row: Mapping) -> _Service:
+    def _remember_service(self, row: Mapping, heard: float | None = None) -> _Service:
+        """A services row read from the database. Its heartbeat is the newer of
+        the row's and the last report this daemon applied itself (``heard``,
+        by default the one it holds): a report applied but not yet stored,
+        as during a database outage, must not be taken back by an older row."""
+        if heard is None:
+            known = self._services.get(row["host"])
+            heard = known.updated if known is not None else 0.0
         service = self._services[row["host"]] = _Service(
-            bool(row["disabled"]), row["disabled_reason"], _epoch(row["updated_at"]))
+            bool(row["disabled"]), row["disabled_reason"],
+            max(_epoch(row["updated_at"]), heard))
         return service
 
     def _apply_service(self, row: Mapping) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+
 import pytest
 import sqlalchemy as sa
 
@@ -187,3 +190,30 @@ def test_node_ratios_reach_the_table_and_none_is_zero(db):
     hm.refresh_node(node_id)
     assert (cols["node_cpu_ratio"][c1], cols["node_ram_ratio"][c1],
             cols["node_disk_ratio"][c1]) == (0.0, 0.0, 2.0)
+
+
+def test_a_heartbeat_heard_is_not_taken_back_by_an_older_row(db):
+    """During a database outage reports are applied but not stored; when the
+    database returns, its older rows must not make the hosts look down."""
+    _store("c1")
+    hour_ago = db_api.utcnow() - dt.timedelta(hours=1)
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.Service).values(
+            updated_at=hour_ago, changed_at=db_api.now_us()))
+    hm = HostManager()
+    hm.full_resync()
+    row = hm.table.row_of("c1", "c1")
+    assert hm.table.columns["service_updated"][row] < time.time() - 3000
+
+    # A report arrives and is applied; the database still holds the old row.
+    node_id = hm.table.state(row).node_id
+    hm.apply_report(compute_report.validate(report("c1")), node_id)
+    heard = hm.table.columns["service_updated"][row]
+    assert heard > time.time() - 60
+    with db_api.session_scope() as s:  # the old row changes again (an operator)
+        s.execute(sa.update(models.Service).values(changed_at=db_api.now_us()))
+    hm.refresh(force=True)
+    assert hm.table.columns["service_updated"][row] == heard
+    hm.full_resync()
+    row = hm.table.row_of("c1", "c1")
+    assert hm.table.columns["service_updated"][row] == heard

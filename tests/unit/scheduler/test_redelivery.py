@@ -140,3 +140,31 @@ def test_an_instance_in_error_is_left_alone(manager, ctxt):
 
     assert manager.cycle.compute_api.casts == []
     assert _allocations(uuid) == []
+
+
+def test_a_cast_the_database_missed_is_recorded_not_sent_again(manager, ctxt,
+                                                                monkeypatch):
+    from nova_sched import exception
+
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    real = db_instances.mark_cast
+
+    def gone(*args, **kwargs):
+        raise exception.DatabaseUnavailable("mark_cast: OperationalError")
+
+    # The cast goes out, then the database is gone before it is recorded:
+    # the request is parked, its claim kept where it was cast.
+    monkeypatch.setattr(db_instances, "mark_cast", gone)
+    _run(manager, ctxt, spec)
+    assert len(manager.parked) == 1
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["big"]
+    assert _instance(uuid).host == "big" and _claimed("big") == 1024
+
+    monkeypatch.setattr(db_instances, "mark_cast", real)
+    assert manager.resume_parked() == 1
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["big"]
+    assert _instance(uuid).cast_at is not None
+    assert len(_allocations(uuid)) == 1 and _claimed("big") == 1024
+    assert _schedule_events(uuid) == ["Success"]
