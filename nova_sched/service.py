@@ -65,7 +65,8 @@ class SchedulerService:
         self.server = TopicConsumer(self.transport, target, self.manager,
                                     rpc.ContextSerializer(),
                                     inline=("compute_node_update",),
-                                    threads=CONF.scheduler.request_threads)
+                                    threads=CONF.scheduler.request_threads,
+                                    on_backlog=self.manager.host_manager.set_report_lag)
         self.server.start()
         self._periodic = threading.Thread(target=self._run_periodic,
                                           name="periodic-tasks", daemon=True)

@@ -108,6 +108,7 @@ class HostManager:
         stamp, aggregates = db_aggregates.load_with_stamp()
         fresh = HostTable(capacity=max(64, len(nodes)))
         with self.lock:
+            fresh.report_lag = self.table.report_lag
             self.table = fresh
             self._described = {}
             # Heartbeats heard since the last write are newer than the rows.
@@ -150,6 +151,11 @@ class HostManager:
                 self._aggregate_stamp = stamp
             self._last_refresh_us = started_us
             self._last_refresh_mono = now
+
+    def set_report_lag(self, seconds: float) -> None:
+        """How far behind its queue the daemon runs: a host's reports wait
+        there too, so its heartbeat is judged as of that long ago."""
+        self.table.report_lag = max(0.0, float(seconds))
 
     def read_through_us(self) -> int:
         """Every row change stamped before this has been read by this table."""

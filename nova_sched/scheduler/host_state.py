@@ -228,6 +228,9 @@ class HostTable:
     def __init__(self, capacity: int = 64):
         self.size = 0
         self._capacity = max(capacity, 1)
+        # Seconds the daemon runs behind its queue, where the reports that
+        # stamp service_updated wait (HostManager.set_report_lag).
+        self.report_lag = 0.0
         self._arrays: dict[str, np.ndarray] = {}
         for name in _INT_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=np.int64)

@@ -63,6 +63,8 @@ _IDLE_POLL = 0.5
 # Bytes the consumer's socket reads take at a time (a compute report is
 # about 2 KB): see _read_ahead.
 _READ_AHEAD = 16384
+# Seconds between two readings of the queue's depth (backlog_seconds).
+_BACKLOG_SAMPLE = 1.0
 
 
 def supports(transport) -> bool:
@@ -161,10 +163,13 @@ class TopicConsumer:
     ``inline`` names the endpoint methods run on the consumer thread (they
     must be quick and must not block); the rest run on ``threads`` worker
     threads. ``serializer`` turns wire contexts into the endpoint's.
+    ``on_backlog(seconds)`` is told, about once a second, how far behind the
+    topic's queue the consumer runs (``backlog_seconds``).
     """
 
     def __init__(self, transport, target: messaging.Target, endpoint: Any,
-                 serializer, inline: Iterable[str] = (), threads: int = 8):
+                 serializer, inline: Iterable[str] = (), threads: int = 8,
+                 on_backlog: Callable[[float], None] | None = None):
         if not supports(transport):
             raise exception.ConfigurationError(
                 "the scheduler daemon needs an AMQP transport (rabbit:// or "
@@ -193,6 +198,10 @@ class TopicConsumer:
         self._in_hand = 0  # taken by a worker or waiting for one, not yet acked
         self._conn = None
         self.ready = threading.Event()
+        self._on_backlog = on_backlog
+        self._backlog = 0.0
+        self._next_sample = 0.0
+        self._sampled_delivered = 0
         # Figures for the log, health checks and tests.
         self.delivered = 0
         self.acknowledged = 0
@@ -268,6 +277,7 @@ class TopicConsumer:
                 if type(transport).__name__ == "TCPTransport":
                     _read_ahead(transport)
                 patched = transport
+            self._sample_backlog()
             busy = self.in_hand() > 0
             try:
                 self.ready.set()
@@ -283,6 +293,35 @@ class TopicConsumer:
             conn.stop_consuming()
         except Exception as err:
             LOG.debug("Stopping the consumer: %s", err)
+
+    def backlog_seconds(self) -> float:
+        """How long the messages waiting in the topic's queue will take at the
+        rate this consumer has been taking them: how old, about, is what it
+        takes now. Compute reports wait in the same queue as requests, so a
+        host's last report is this much older than it would otherwise be."""
+        return self._backlog
+
+    def _sample_backlog(self) -> None:
+        now = time.monotonic()
+        if now < self._next_sample:
+            return
+        elapsed = now - self._next_sample + _BACKLOG_SAMPLE
+        self._next_sample = now + _BACKLOG_SAMPLE
+        rate = (self.delivered - self._sampled_delivered) / max(elapsed, 1e-3)
+        self._sampled_delivered = self.delivered
+        try:
+            # A passive declare answers with the queue's ready messages;
+            # oslo's lock keeps its heartbeat thread off the socket meanwhile.
+            with self._conn.connection._connection_lock:
+                waiting = self._conn.channel.queue_declare(
+                    queue=self._target.topic, passive=True).message_count
+        except Exception as err:  # a reconnect in progress: try next time
+            LOG.debug("Could not read the depth of queue %s: %s",
+                      self._target.topic, err)
+            return
+        self._backlog = waiting / max(rate, 1.0) if waiting else 0.0
+        if self._on_backlog is not None:
+            self._on_backlog(self._backlog)
 
     def _amqp_transport(self):
         """py-amqp's transport under oslo's and kombu's connections, if any."""
@@ -366,14 +405,19 @@ class TopicConsumer:
                         "deliver it again", err)
 
     def _send_acks(self) -> None:
-        while True:
-            try:
-                delivery = self._acks.get_nowait()
-            except queue.Empty:
-                return
-            self._ack(delivery.raw, delivery.channel)
-            with self._lock:
-                self._in_hand -= 1
+        if self._acks.empty():
+            return
+        # Outside consume() oslo's lock is free: hold it, so that its
+        # heartbeat thread never writes to the socket at the same time.
+        with self._conn.connection._connection_lock:
+            while True:
+                try:
+                    delivery = self._acks.get_nowait()
+                except queue.Empty:
+                    return
+                self._ack(delivery.raw, delivery.channel)
+                with self._lock:
+                    self._in_hand -= 1
 
     # -- the workers ------------------------------------------------------------
     def _work_loop(self) -> None:

@@ -18,19 +18,27 @@ class ComputeFilter(filters.BaseHostFilter):
 
     A node is up while its last report is at most
     ``[DEFAULT] service_down_time`` seconds old (nova's database
-    servicegroup driver).
+    servicegroup driver). Reports reach the daemon through the queue its
+    requests wait in: while it runs behind that queue (a burst of
+    requests), every report it applies is that much late, and the age is
+    counted from that long ago (``HostTable.report_lag``), so that a burst
+    does not make the whole fleet look down.
     """
 
     def filter_all(self, cycle, rows):
         table = cycle.table
         now, down_time = time.time(), CONF.service_down_time
+        oldest = now - table.report_lag - down_time
+        newest = now + down_time  # a compute clock ahead of ours
         updated, disabled = table.col("service_updated"), table.col("disabled")
         if 4 * len(rows) < table.size:
-            return ~disabled.take(rows) & (abs(now - updated.take(rows)) <= down_time)
+            beat = updated.take(rows)
+            return ~disabled.take(rows) & (beat >= oldest) & (beat <= newest)
         # Most of the table: every row, a block at a time (the temporaries
         # stay small), then the rows picked.
         up = np.empty(table.size, dtype=bool)
         for start in range(0, table.size, _BLOCK):
             block = slice(start, start + _BLOCK)
-            up[block] = ~disabled[block] & (abs(now - updated[block]) <= down_time)
+            beat = updated[block]
+            up[block] = ~disabled[block] & (beat >= oldest) & (beat <= newest)
         return up.take(rows)

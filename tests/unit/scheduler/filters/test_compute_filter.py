@@ -61,3 +61,20 @@ def test_heartbeat_from_the_future_counts_by_its_distance():
 @pytest.mark.usefixtures("frozen")
 def test_disabled_and_down():
     assert not _passes(service_updated=NOW - 1000, disabled=True)
+
+
+@pytest.mark.usefixtures("frozen")
+def test_a_daemon_behind_its_queue_judges_heartbeats_as_of_then():
+    """Reports wait in the queue the requests fill: 40 s behind it, a report
+    applied 90 s ago is as fresh as one 50 s old would be."""
+    def passes(updated, lag):
+        table = fakes.make_table([dict(host="host1", memory_mb=1024, vcpus=1,
+                                       service_updated=updated)])
+        table.report_lag = lag
+        return bool(fakes.passes(ComputeFilter(), table, fakes.make_spec()))
+
+    assert not passes(NOW - 90, 0.0)
+    assert passes(NOW - 90, 40.0)
+    assert not passes(NOW - 101, 40.0)
+    # A fresh report stays up however far behind the daemon runs.
+    assert passes(NOW - 1, 500.0)
