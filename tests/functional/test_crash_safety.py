@@ -38,22 +38,15 @@ from __future__ import annotations
 import collections
 import os
 import random
-import signal
-import sys
-import threading
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 import cloudlib
+import scenario
+from scenario import temporary_database, ComputeFleet, Daemons, idle_report, node_limit
 
-try:
-    from tests.db_backends import temporary_database
-except ImportError:  # pytest run from elsewhere than the repository root
-    sys.path.insert(0, str(cloudlib.REPO))
-    from tests.db_backends import temporary_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -65,7 +58,6 @@ PERIODIC_INTERVAL = 2        # [scheduler] periodic_task_interval
 REPORT_INTERVAL = 2.0        # seconds between two reports of every host
 REQUEST_THREADS = 8          # [scheduler] request_threads of the daemons
 SETTLE_TIMEOUT = 40          # after the last wave; budget of the whole test ~90 s
-READY_TIMEOUT = 30           # a (re)started daemon consuming its topic
 # (vcpus, memory_mb, local_gb, reserved_host_memory_mb), cycled over the hosts:
 # unequal sizes, a reserve on the big ones; RAM is what runs out.
 HOST_SHAPES = [(2, 2048, 60, 0), (4, 4096, 100, 0), (4, 4096, 100, 0),
@@ -74,191 +66,12 @@ HOSTS = [f"crash-h{i:02d}" for i in range(20)]
 FINAL_HOST = "crash-final"
 FLAVOR_MIX = {"m1.tiny": 30, "m1.small": 30, "m1.medium": 25, "m1.large": 15}
 DAEMONS = ("sched-a", "sched-b")
-READY_LINE = "consuming topic"
-
-
-def _report(host: str, shape: tuple[int, int, int, int]) -> dict:
-    """A compute_node dict (CONTRACT section 3) of an idle node."""
-    vcpus, memory_mb, local_gb, reserved_mb = shape
-    return {
-        "host": host, "hypervisor_hostname": host, "vcpus": vcpus,
-        "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
-        "memory_mb_used": 0, "local_gb_used": 0, "free_ram_mb": memory_mb,
-        "free_disk_gb": local_gb, "disk_available_least": local_gb,
-        "running_vms": 0, "current_workload": 0, "hypervisor_type": "kvm",
-        "hypervisor_version": 6002000, "cpu_info": "{}", "host_ip": "192.0.2.10",
-        "supported_instances": [["x86_64", "kvm", "hvm"]],
-        "stats": {"num_instances": 0, "io_workload": 0}, "metrics": [],
-        "reserved_host_memory_mb": reserved_mb, "reserved_host_disk_mb": 0,
-        "reserved_host_cpus": 0,
-    }
-
-
-class ComputeFleet:
-    """Every compute node at once: reports them, records the casts to them."""
-
-    def __init__(self, config_file: Path, scheduler_topic: str, compute_topic: str,
-                 reports: dict[str, dict]):
-        import oslo_messaging as messaging
-
-        self.reports = dict(reports)
-        # uuid -> [(host, node, monotonic time of arrival)]
-        self.casts: dict[str, list[tuple[str | None, str | None, float]]] = \
-            collections.defaultdict(list)
-        self.unnamed = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.conf = cloudlib.client_conf(config_file)
-        self.transport = messaging.get_rpc_transport(self.conf)
-        self.reporter = cloudlib.ContractClient(config_file, topic=scheduler_topic)
-        fleet = self
-
-        class Endpoint:
-            # Any 2.x: the scheduler casts run_instance at 2.37.
-            target = messaging.Target(version="2.99")
-
-            def run_instance(self, ctxt, **kwargs):
-                instance = kwargs.get("instance") or {}
-                with fleet._lock:
-                    if not instance.get("uuid"):
-                        fleet.unnamed += 1
-                        return
-                    fleet.casts[instance["uuid"]].append(
-                        (instance.get("host"), kwargs.get("node"), time.monotonic()))
-
-        # The binding compute.* catches the cast to compute.<host> of every
-        # host (host names without dots), as bench/e2e_peers.py's Recorder.
-        self.server = messaging.get_rpc_server(
-            self.transport, messaging.Target(topic=compute_topic, server="*"),
-            [Endpoint()])
-        self.server.start()
-        self._thread: threading.Thread | None = None
-
-    def add(self, host: str, report: dict) -> None:
-        with self._lock:
-            self.reports[host] = report
-
-    def report_all(self) -> None:
-        with self._lock:
-            reports = list(self.reports.values())
-        for report in reports:
-            self.reporter.compute_node_update(cloudlib.request_context(), report)
-
-    def start_reporting(self, interval: float) -> None:
-        """Keep every host's heartbeat fresh (service_down_time is 15 s)."""
-        def loop():
-            while not self._stop.wait(interval):
-                try:
-                    self.report_all()
-                except Exception as err:  # reported by the final checks
-                    print(f"report round failed: {err}", flush=True)
-
-        self._thread = threading.Thread(target=loop, name="reports", daemon=True)
-        self._thread.start()
-
-    def snapshot(self) -> dict[str, list[tuple[str | None, str | None, float]]]:
-        with self._lock:
-            return {u: list(c) for u, c in self.casts.items()}
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        try:
-            self.server.stop()
-            self.server.wait()
-        finally:
-            self.reporter.cleanup()
-            self.transport.cleanup()
-
-
-class Daemons:
-    """The two scheduler daemons of the cloud: start, wait for, kill."""
-
-    def __init__(self, cloud: cloudlib.Cloud):
-        self.cloud = cloud
-        self.configs: dict[str, Path] = {}
-        self.kills: list[tuple[str, float]] = []
-        self.restarts = 0
-        self._starts: dict[str, int] = {}
-        for name in DAEMONS:
-            self.configs[name] = cloud.write_config(
-                cloud.workdir / f"{name}.conf",
-                {"DEFAULT": {"host": f"{name}-{cloud.tag}".replace("_", "-")},
-                 "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
-                               "periodic_task_interval": PERIODIC_INTERVAL,
-                               "request_threads": REQUEST_THREADS}})
-
-    def start(self, name: str) -> None:
-        self._starts[name] = self.cloud.log_text(name).count(READY_LINE) + 1
-        self.cloud.start_daemon(name, config_file=self.configs[name])
-
-    def ready(self, name: str) -> bool:
-        proc = self.cloud.procs[name]
-        if proc.poll() is not None:
-            raise AssertionError(f"daemon {name} exited with {proc.returncode}\n"
-                                 + self.cloud.log_tails([name], 60))
-        return self.cloud.log_text(name).count(READY_LINE) >= self._starts[name]
-
-    def wait_ready(self, name: str) -> None:
-        try:
-            cloudlib.wait_until(lambda: self.ready(name), READY_TIMEOUT, 0.1,
-                                f"daemon {name} to consume its topic")
-        except TimeoutError as err:
-            raise AssertionError(f"{err}\n{self.cloud.log_tails([name], 60)}") from None
-
-    def kill_and_restart(self, name: str) -> None:
-        proc = self.cloud.procs[name]
-        assert proc.poll() is None, f"{name} died by itself"
-        proc.send_signal(signal.SIGKILL)
-        self.kills.append((name, time.monotonic()))
-        proc.wait(10)
-        self.start(name)
-        self.restarts += 1
-
-    def alive(self) -> dict[str, bool]:
-        return {name: self.cloud.procs[name].poll() is None for name in DAEMONS}
 
 
 def _cast_wave(client: cloudlib.ContractClient, items: list[tuple]) -> None:
     for spec, fprops, _ in items:
         client.run_instance(cloudlib.request_context(), spec, fprops,
                             admin_password="crash-safety")
-
-
-def _settled(rows: dict, casts: dict, uuid: str) -> bool:
-    row = rows.get(uuid)
-    if row is None:
-        return False
-    if row["vm_state"] == "error":
-        return True
-    return row["host"] is not None and uuid in casts
-
-
-def _limit(node: dict, resource: str) -> float:
-    if resource == "ram":
-        ratio = node["ram_allocation_ratio"] or cloudlib.RAM_RATIO
-        return node["memory_mb"] * ratio - (node["reserved_host_memory_mb"] or 0)
-    if resource == "vcpu":
-        ratio = node["cpu_allocation_ratio"] or cloudlib.CPU_RATIO
-        return node["vcpus"] * ratio - (node["reserved_host_cpus"] or 0)
-    ratio = node["disk_allocation_ratio"] or cloudlib.DISK_RATIO
-    return node["local_gb"] * 1024 * ratio - (node["reserved_host_disk_mb"] or 0)
-
-
-def _evidence(cloud: cloudlib.Cloud, rows: dict, casts: dict, allocs: dict,
-              uuids: list[str], limit: int = 5) -> str:
-    """Rows, casts, claims, faults and log lines of some instances."""
-    out = []
-    for u in uuids[:limit]:
-        out.append(f"== instance {u}\n  row: {rows.get(u)}\n  casts: {casts.get(u)}\n"
-                   f"  allocation: {allocs.get(u)}\n  faults: "
-                   f"{[f['message'][:200] for f in cloud.faults(u)]}")
-        for name in DAEMONS:
-            lines = [line for line in cloud.log_text(name).splitlines() if u in line]
-            out.append(f"  {name} log ({cloud.logs[name]}):\n    "
-                       + "\n    ".join(lines[-12:]))
-    return "\n".join(out)
 
 
 def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdir):
@@ -275,8 +88,11 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             shapes = {h: HOST_SHAPES[i % len(HOST_SHAPES)] for i, h in enumerate(HOSTS)}
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
-                                 {h: _report(h, s) for h, s in shapes.items()})
-            daemons = Daemons(cloud)
+                                 {h: idle_report(h, *s) for h, s in shapes.items()})
+            daemons = Daemons(cloud, DAEMONS, {
+                "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
+                              "periodic_task_interval": PERIODIC_INTERVAL,
+                              "request_threads": REQUEST_THREADS}})
             for name in DAEMONS:
                 daemons.start(name)
             for name in DAEMONS:
@@ -284,16 +100,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
 
             # Register the fleet (a report cast before a queue exists is
             # dropped: repeat until every node is stored), keep it up.
-            def _registered():
-                fleet.report_all()
-                time.sleep(0.5)
-                rows = cloud.query("SELECT host FROM compute_nodes")
-                return set(HOSTS) <= {r["host"] for r in rows}
-
-            cloudlib.wait_until(_registered, 30, 0.1, "the fleet's reports stored")
-            fleet.start_reporting(REPORT_INTERVAL)
-            # Both daemons' host tables catch up on rows the other stored.
-            time.sleep(PERIODIC_INTERVAL + 0.5)
+            fleet.register(cloud, HOSTS, REPORT_INTERVAL, PERIODIC_INTERVAL + 0.5)
 
             # The burst: one instance per request, flavors of a seeded mix.
             names = [n for n, w in FLAVOR_MIX.items() for _ in range(w)]
@@ -318,7 +125,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                 sent = min(REQUESTS, (k + 1) * per_wave)
                 rows = cloud.instances(uuids[:sent])
                 daemons.kill_and_restart(victim)
-                settled = sum(1 for r in rows.values()
+                done = sum(1 for r in rows.values()
                               if r["vm_state"] == "error" or r["cast_at"])
                 claimed = sum(1 for r in rows.values() if r["vm_state"] != "error"
                               and r["host"] and not r["cast_at"])
@@ -326,7 +133,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                               and not r["host"])
                 wave_log.append(
                     f"wave {k}: {len(wave)} cast in {cast_s:.2f}s, {victim} killed "
-                    f"{delay:.2f}s later; just before: {settled} settled, {claimed} "
+                    f"{delay:.2f}s later; just before: {done} settled, {claimed} "
                     f"claimed not marked cast, {waiting} recorded without a host, "
                     f"{sent - len(rows)} not recorded yet (of {sent} cast)")
             for line in wave_log:
@@ -338,7 +145,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             while True:
                 rows = cloud.instances(uuids)
                 casts = fleet.snapshot()
-                pending = [u for u in uuids if not _settled(rows, casts, u)]
+                pending = [u for u in uuids if not scenario.settled(rows, casts, u)]
                 if not pending or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
@@ -350,7 +157,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             # The daemons keep serving: a new host and a request after the burst.
             for name in DAEMONS:
                 daemons.wait_ready(name)
-            fleet.add(FINAL_HOST, _report(FINAL_HOST, (8, 8192, 200, 0)))
+            fleet.add(FINAL_HOST, idle_report(FINAL_HOST, 8, 8192, 200))
             cloudlib.wait_until(
                 lambda: fleet.report_all() or cloud.query(
                     "SELECT id FROM compute_nodes WHERE host = :h", h=FINAL_HOST),
@@ -360,7 +167,8 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
             try:
                 cloudlib.wait_until(
-                    lambda: _settled(cloud.instances([final]), fleet.snapshot(), final),
+                    lambda: scenario.settled(cloud.instances([final]),
+                                             fleet.snapshot(), final),
                     15, 0.2, "the final request")
             except TimeoutError:
                 pass
@@ -383,7 +191,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
             errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
             placed = [u for u in uuids if u not in errors
                       and (rows.get(u) or {}).get("host")]
-            lost = [u for u in uuids if not _settled(rows, casts, u)]
+            lost = [u for u in uuids if not scenario.settled(rows, casts, u)]
             duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
             # Each repeated cast is a survivor's recast after a kill: count
             # them against the latest kill before they arrived.
@@ -416,7 +224,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                     drift.append((n["host"], claimed, tuple(s)))
                 for res, value in (("ram", claimed[0]), ("vcpu", claimed[1]),
                                    ("disk", claimed[2])):
-                    lim = _limit(n, res)
+                    lim = node_limit(n, res)
                     worst = max(worst, value / lim)
                     if value > lim:
                         over.append((n["host"], res, value, lim))
@@ -446,7 +254,8 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
 
             # -- the checks -----------------------------------------------------
             def evidence(bad):
-                return "\n" + _evidence(cloud, rows, casts, allocs, bad)
+                return "\n" + scenario.evidence(cloud, DAEMONS, rows, casts, allocs,
+                                                bad)
 
             assert not lost, (f"{len(lost)} instances lost (neither ERROR nor placed "
                               f"and cast):" + evidence(lost))

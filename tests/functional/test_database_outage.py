@@ -54,21 +54,16 @@ import os
 import random
 import re
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 import cloudlib
+import scenario
+from scenario import temporary_database, ComputeFleet, Daemons, idle_report
 
-try:
-    from tests.db_backends import temporary_database
-except ImportError:  # pytest run from elsewhere than the repository root
-    sys.path.insert(0, str(cloudlib.REPO))
-    from tests.db_backends import temporary_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -90,7 +85,6 @@ SCHEDULING_TIMEOUT = 300     # [scheduler] scheduling_timeout: no sweep here
 SERVICE_DOWN_TIME = int(os.environ.get("NOVA_SCHED_OUTAGE_DOWN_TIME", "15"))
 REPORT_INTERVAL = 2.0        # seconds between two reports of every host
 SETTLE_TIMEOUT = 45          # after the last request of the burst
-READY_TIMEOUT = 30           # a started daemon consuming its topic
 PG_ADDRESS = ("127.0.0.1", 5432)
 # Every host roomy: 150 instances of at most 2 GB fill a fifth of the RAM.
 HOST_SHAPE = (16, 32768, 1000, 0)   # vcpus, memory_mb, local_gb, reserved MB
@@ -98,7 +92,6 @@ HOSTS = [f"outage-h{i:02d}" for i in range(16)]
 FINAL_HOST = "outage-final"
 FLAVOR_MIX = {"m1.tiny": 30, "m1.small": 30, "m1.medium": 25, "m1.large": 15}
 DAEMONS = ("sched-a", "sched-b")
-READY_LINE = "consuming topic"
 PARKED_LINE = "parked until it answers again"
 RESUMED_LINE = "Resuming parked request"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -220,177 +213,7 @@ class DatabaseProxy:
         return direct_url.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.port}/")
 
 
-# -- the compute fleet (as in test_crash_safety) -----------------------------
-def _report(host: str, shape: tuple[int, int, int, int]) -> dict:
-    """A compute_node dict (CONTRACT section 3) of an idle node."""
-    vcpus, memory_mb, local_gb, reserved_mb = shape
-    return {
-        "host": host, "hypervisor_hostname": host, "vcpus": vcpus,
-        "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
-        "memory_mb_used": 0, "local_gb_used": 0, "free_ram_mb": memory_mb,
-        "free_disk_gb": local_gb, "disk_available_least": local_gb,
-        "running_vms": 0, "current_workload": 0, "hypervisor_type": "kvm",
-        "hypervisor_version": 6002000, "cpu_info": "{}", "host_ip": "192.0.2.10",
-        "supported_instances": [["x86_64", "kvm", "hvm"]],
-        "stats": {"num_instances": 0, "io_workload": 0}, "metrics": [],
-        "reserved_host_memory_mb": reserved_mb, "reserved_host_disk_mb": 0,
-        "reserved_host_cpus": 0,
-    }
-
-
-class ComputeFleet:
-    """Every compute node at once: reports them, records the casts to them."""
-
-    def __init__(self, config_file: Path, scheduler_topic: str, compute_topic: str,
-                 reports: dict[str, dict]):
-        import oslo_messaging as messaging
-
-        self.reports = dict(reports)
-        # uuid -> [(host, node, monotonic time of arrival)]
-        self.casts: dict[str, list[tuple[str | None, str | None, float]]] = \
-            collections.defaultdict(list)
-        self.unnamed = 0
-        self.report_failures = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.conf = cloudlib.client_conf(config_file)
-        self.transport = messaging.get_rpc_transport(self.conf)
-        self.reporter = cloudlib.ContractClient(config_file, topic=scheduler_topic)
-        fleet = self
-
-        class Endpoint:
-            # Any 2.x: the scheduler casts run_instance at 2.37.
-            target = messaging.Target(version="2.99")
-
-            def run_instance(self, ctxt, **kwargs):
-                instance = kwargs.get("instance") or {}
-                with fleet._lock:
-                    if not instance.get("uuid"):
-                        fleet.unnamed += 1
-                        return
-                    fleet.casts[instance["uuid"]].append(
-                        (instance.get("host"), kwargs.get("node"), time.monotonic()))
-
-        self.server = messaging.get_rpc_server(
-            self.transport, messaging.Target(topic=compute_topic, server="*"),
-            [Endpoint()])
-        self.server.start()
-        self._thread: threading.Thread | None = None
-
-    def add(self, host: str, report: dict) -> None:
-        with self._lock:
-            self.reports[host] = report
-
-    def report_all(self) -> None:
-        with self._lock:
-            reports = list(self.reports.values())
-        for report in reports:
-            self.reporter.compute_node_update(cloudlib.request_context(), report)
-
-    def start_reporting(self, interval: float) -> None:
-        def loop():
-            while not self._stop.wait(interval):
-                try:
-                    self.report_all()
-                except Exception as err:  # counted, shown in the summary
-                    self.report_failures += 1
-                    print(f"report round failed: {err}", flush=True)
-
-        self._thread = threading.Thread(target=loop, name="reports", daemon=True)
-        self._thread.start()
-
-    def snapshot(self) -> dict[str, list[tuple[str | None, str | None, float]]]:
-        with self._lock:
-            return {u: list(c) for u, c in self.casts.items()}
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        try:
-            self.server.stop()
-            self.server.wait()
-        finally:
-            self.reporter.cleanup()
-            self.transport.cleanup()
-
-
-class Daemons:
-    """The two scheduler daemons of the cloud, through the proxy."""
-
-    def __init__(self, cloud: cloudlib.Cloud):
-        self.cloud = cloud
-        self.configs: dict[str, Path] = {}
-        for name in DAEMONS:
-            self.configs[name] = cloud.write_config(
-                cloud.workdir / f"{name}.conf",
-                {"DEFAULT": {"host": f"{name}-{cloud.tag}".replace("_", "-"),
-                             "service_down_time": SERVICE_DOWN_TIME},
-                 "database": {"operation_retries": OPERATION_RETRIES},
-                 "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
-                               "periodic_task_interval": PERIODIC_INTERVAL}})
-
-    def start(self, name: str) -> None:
-        self.cloud.start_daemon(name, config_file=self.configs[name])
-
-    def wait_ready(self, name: str) -> None:
-        def ready():
-            proc = self.cloud.procs[name]
-            if proc.poll() is not None:
-                raise AssertionError(f"daemon {name} exited with {proc.returncode}\n"
-                                     + self.cloud.log_tails([name], 60))
-            return READY_LINE in self.cloud.log_text(name)
-
-        try:
-            cloudlib.wait_until(ready, READY_TIMEOUT, 0.1,
-                                f"daemon {name} to consume its topic")
-        except TimeoutError as err:
-            raise AssertionError(f"{err}\n{self.cloud.log_tails([name], 60)}") from None
-
-    def alive(self) -> dict[str, bool]:
-        return {name: self.cloud.procs[name].poll() is None for name in DAEMONS}
-
-    def log_lines(self, marker: str) -> list[str]:
-        return [line for name in DAEMONS
-                for line in self.cloud.log_text(name).splitlines() if marker in line]
-
-
-# -- checks --------------------------------------------------------------------
-def _settled(rows: dict, casts: dict, uuid: str) -> bool:
-    row = rows.get(uuid)
-    if row is None:
-        return False
-    if row["vm_state"] == "error":
-        return True
-    return row["host"] is not None and uuid in casts
-
-
-def _limit(node: dict, resource: str) -> float:
-    if resource == "ram":
-        ratio = node["ram_allocation_ratio"] or cloudlib.RAM_RATIO
-        return node["memory_mb"] * ratio - (node["reserved_host_memory_mb"] or 0)
-    if resource == "vcpu":
-        ratio = node["cpu_allocation_ratio"] or cloudlib.CPU_RATIO
-        return node["vcpus"] * ratio - (node["reserved_host_cpus"] or 0)
-    ratio = node["disk_allocation_ratio"] or cloudlib.DISK_RATIO
-    return node["local_gb"] * 1024 * ratio - (node["reserved_host_disk_mb"] or 0)
-
-
-def _evidence(cloud: cloudlib.Cloud, rows: dict, casts: dict, allocs: dict,
-              uuids: list[str], limit: int = 5) -> str:
-    """Rows, casts, claims, faults and log lines of some instances."""
-    out = []
-    for u in uuids[:limit]:
-        out.append(f"== instance {u}\n  row: {rows.get(u)}\n  casts: {casts.get(u)}\n"
-                   f"  allocations: {allocs.get(u)}\n  faults: "
-                   f"{[f['message'][:300] for f in cloud.faults(u)]}")
-        for name in DAEMONS:
-            lines = [line for line in cloud.log_text(name).splitlines() if u in line]
-            out.append(f"  {name} log ({cloud.logs[name]}):\n    "
-                       + "\n    ".join(lines[-12:]))
-    return "\n".join(out)
-
-
+# -- the scenario ---------------------------------------------------------------
 def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
         rabbitmq, workdir):
     started = time.monotonic()
@@ -410,22 +233,18 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             cloud.db_sync()
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
-                                 {h: _report(h, HOST_SHAPE) for h in HOSTS})
-            daemons = Daemons(cloud)
+                                 {h: idle_report(h, *HOST_SHAPE) for h in HOSTS})
+            daemons = Daemons(cloud, DAEMONS, {
+                "DEFAULT": {"service_down_time": SERVICE_DOWN_TIME},
+                "database": {"operation_retries": OPERATION_RETRIES},
+                "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
+                              "periodic_task_interval": PERIODIC_INTERVAL}})
             for name in DAEMONS:
                 daemons.start(name)
             for name in DAEMONS:
                 daemons.wait_ready(name)
 
-            def _registered():
-                fleet.report_all()
-                time.sleep(0.5)
-                rows = cloud.query("SELECT host FROM compute_nodes")
-                return set(HOSTS) <= {r["host"] for r in rows}
-
-            cloudlib.wait_until(_registered, 30, 0.1, "the fleet's reports stored")
-            fleet.start_reporting(REPORT_INTERVAL)
-            time.sleep(PERIODIC_INTERVAL + 0.5)
+            fleet.register(cloud, HOSTS, REPORT_INTERVAL, PERIODIC_INTERVAL + 0.5)
 
             # The burst, at an even pace; the database goes away PRE seconds
             # in and comes back OUTAGE seconds later.
@@ -497,7 +316,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             while True:
                 rows = cloud.instances(uuids)
                 casts = fleet.snapshot()
-                pending = [u for u in uuids if not _settled(rows, casts, u)]
+                pending = [u for u in uuids if not scenario.settled(rows, casts, u)]
                 if not pending or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
@@ -507,7 +326,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             casts = fleet.snapshot()
 
             # The daemons keep serving: a new host and a request after it all.
-            fleet.add(FINAL_HOST, _report(FINAL_HOST, HOST_SHAPE))
+            fleet.add(FINAL_HOST, idle_report(FINAL_HOST, *HOST_SHAPE))
             try:
                 cloudlib.wait_until(
                     lambda: fleet.report_all() or cloud.query(
@@ -520,7 +339,8 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
             try:
                 cloudlib.wait_until(
-                    lambda: _settled(cloud.instances([final]), fleet.snapshot(), final),
+                    lambda: scenario.settled(cloud.instances([final]),
+                                             fleet.snapshot(), final),
                     20, 0.2, "the final request")
             except TimeoutError:
                 pass
@@ -551,7 +371,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
             placed = [u for u in uuids if u not in errors
                       and (rows.get(u) or {}).get("host")]
-            lost = [u for u in uuids if not _settled(rows, casts, u)]
+            lost = [u for u in uuids if not scenario.settled(rows, casts, u)]
             duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
             elsewhere = [u for u in uuids if u in casts and u not in errors and (
                 {c[0] for c in casts[u]} != {(rows.get(u) or {}).get("host")})]
@@ -575,7 +395,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
                     drift.append((n["host"], claimed, tuple(s)))
                 for res, value in (("ram", claimed[0]), ("vcpu", claimed[1]),
                                    ("disk", claimed[2])):
-                    lim = _limit(n, res)
+                    lim = scenario.node_limit(n, res)
                     worst = max(worst, value / lim)
                     if value > lim:
                         over.append((n["host"], res, value, lim))
@@ -622,7 +442,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             # -- the checks -----------------------------------------------------
             def evidence(bad):
                 flat = {u: allocs.get(u) for u in bad}
-                return "\n" + _evidence(cloud, rows, casts, flat, bad)
+                return "\n" + scenario.evidence(cloud, DAEMONS, rows, casts, flat, bad)
 
             assert not lost, (f"{len(lost)} instances lost (neither ERROR nor placed "
                               f"and cast):" + evidence(lost))

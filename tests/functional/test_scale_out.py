@@ -47,120 +47,17 @@ import pytest
 import sqlalchemy as sa
 
 import cloudlib
+import scenario
+from scenario import temporary_database, ComputeFleet, Daemons, idle_report
 
-try:
-    from tests.db_backends import temporary_database
-except ImportError:  # pytest run from elsewhere than the repository root
-    sys.path.insert(0, str(cloudlib.REPO))
-    from tests.db_backends import temporary_database
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-READY_LINE = "consuming topic"
-READY_TIMEOUT = 30
 REPORT_INTERVAL = 2.0        # seconds between two reports of every host
 PERIODIC_INTERVAL = 2        # [scheduler] periodic_task_interval
 
 
 # -- the compute fleet ---------------------------------------------------------
-def _report(host: str, vcpus: int, memory_mb: int, local_gb: int) -> dict:
-    """A compute_node dict (CONTRACT section 3) of an idle node, no reserve."""
-    return {
-        "host": host, "hypervisor_hostname": host, "vcpus": vcpus,
-        "memory_mb": memory_mb, "local_gb": local_gb, "vcpus_used": 0,
-        "memory_mb_used": 0, "local_gb_used": 0, "free_ram_mb": memory_mb,
-        "free_disk_gb": local_gb, "disk_available_least": local_gb,
-        "running_vms": 0, "current_workload": 0, "hypervisor_type": "kvm",
-        "hypervisor_version": 6002000, "cpu_info": "{}", "host_ip": "192.0.2.20",
-        "supported_instances": [["x86_64", "kvm", "hvm"]],
-        "stats": {"num_instances": 0, "io_workload": 0}, "metrics": [],
-        "reserved_host_memory_mb": 0, "reserved_host_disk_mb": 0,
-        "reserved_host_cpus": 0,
-    }
-
-
-class ComputeFleet:
-    """Every compute node at once: reports them, records the casts to them."""
-
-    def __init__(self, config_file: Path, scheduler_topic: str, compute_topic: str,
-                 reports: dict[str, dict]):
-        import oslo_messaging as messaging
-
-        self.reports = dict(reports)
-        # uuid -> [(host, node, monotonic time of arrival)]
-        self.casts: dict[str, list[tuple[str | None, str | None, float]]] = \
-            collections.defaultdict(list)
-        self.arrivals: list[float] = []
-        self.unnamed = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self.conf = cloudlib.client_conf(config_file)
-        self.transport = messaging.get_rpc_transport(self.conf)
-        self.reporter = cloudlib.ContractClient(config_file, topic=scheduler_topic)
-        fleet = self
-
-        class Endpoint:
-            # Any 2.x: the scheduler casts run_instance at 2.37.
-            target = messaging.Target(version="2.99")
-
-            def run_instance(self, ctxt, **kwargs):
-                instance = kwargs.get("instance") or {}
-                now = time.monotonic()
-                with fleet._lock:
-                    if not instance.get("uuid"):
-                        fleet.unnamed += 1
-                        return
-                    fleet.casts[instance["uuid"]].append(
-                        (instance.get("host"), kwargs.get("node"), now))
-                    fleet.arrivals.append(now)
-
-        # The binding compute.* catches the cast to compute.<host> of every
-        # host (host names without dots).
-        self.server = messaging.get_rpc_server(
-            self.transport, messaging.Target(topic=compute_topic, server="*"),
-            [Endpoint()])
-        self.server.start()
-        self._thread: threading.Thread | None = None
-
-    def report_all(self) -> None:
-        with self._lock:
-            reports = list(self.reports.values())
-        for report in reports:
-            self.reporter.compute_node_update(cloudlib.request_context(), report)
-
-    def start_reporting(self, interval: float) -> None:
-        """Keep every host's heartbeat fresh."""
-        def loop():
-            while not self._stop.wait(interval):
-                try:
-                    self.report_all()
-                except Exception as err:  # reported by the final checks
-                    print(f"report round failed: {err}", flush=True)
-
-        self._thread = threading.Thread(target=loop, name="reports", daemon=True)
-        self._thread.start()
-
-    def snapshot(self) -> dict[str, list[tuple[str | None, str | None, float]]]:
-        with self._lock:
-            return {u: list(c) for u, c in self.casts.items()}
-
-    def count(self) -> int:
-        with self._lock:
-            return len(self.casts)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        try:
-            self.server.stop()
-            self.server.wait()
-        finally:
-            self.reporter.cleanup()
-            self.transport.cleanup()
-
-
-# -- the cloud -------------------------------------------------------------------
 def _open_cloud(cloud: cloudlib.Cloud, url: str, overrides: dict) -> None:
     """Point the cloud at the server database ``url``, migrated."""
     cloud.db_url = url
@@ -170,50 +67,11 @@ def _open_cloud(cloud: cloudlib.Cloud, url: str, overrides: dict) -> None:
 
 
 def _start_daemons(cloud: cloudlib.Cloud, names: tuple[str, ...],
-                   overrides: dict) -> None:
+                   overrides: dict) -> Daemons:
     """Start one daemon per name (own config, own host) and wait for each."""
-    for name in names:
-        sections = {group: dict(values) for group, values in overrides.items()}
-        sections.setdefault("DEFAULT", {})["host"] = \
-            f"{name}-{cloud.tag}".replace("_", "-")
-        config = cloud.write_config(cloud.workdir / f"{name}.conf", sections)
-        cloud.start_daemon(name, config_file=config)
-
-    def _ready():
-        for name in names:
-            proc = cloud.procs[name]
-            if proc.poll() is not None:
-                raise AssertionError(f"daemon {name} exited with {proc.returncode}\n"
-                                     + cloud.log_tails([name], 60))
-        return all(READY_LINE in cloud.log_text(name) for name in names)
-
-    try:
-        cloudlib.wait_until(_ready, READY_TIMEOUT, 0.1, "the daemons to consume")
-    except TimeoutError as err:
-        raise AssertionError(f"{err}\n{cloud.log_tails(list(names), 60)}") from None
-
-
-def _register(cloud: cloudlib.Cloud, fleet: ComputeFleet, hosts: list[str]) -> None:
-    """Report until every host is stored, then keep the heartbeats fresh."""
-    def _registered():
-        fleet.report_all()
-        time.sleep(0.5)
-        rows = cloud.query("SELECT host FROM compute_nodes")
-        return set(hosts) <= {r["host"] for r in rows}
-
-    cloudlib.wait_until(_registered, 30, 0.1, "the fleet's reports stored")
-    fleet.start_reporting(REPORT_INTERVAL)
-    # Every daemon's host table catches up on rows another one stored.
-    time.sleep(PERIODIC_INTERVAL + 0.5)
-
-
-def _settled(rows: dict, casts: dict, uuid: str) -> bool:
-    row = rows.get(uuid)
-    if row is None:
-        return False
-    if row["vm_state"] == "error":
-        return True
-    return row["host"] is not None and uuid in casts
+    daemons = Daemons(cloud, names, overrides)
+    daemons.start_all()
+    return daemons
 
 
 def _wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
@@ -222,26 +80,12 @@ def _wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
     while True:
         rows = cloud.instances(uuids)
         casts = fleet.snapshot()
-        if all(_settled(rows, casts, u) for u in uuids) or time.monotonic() > deadline:
+        done = all(scenario.settled(rows, casts, u) for u in uuids)
+        if done or time.monotonic() > deadline:
             break
         time.sleep(0.3)
     time.sleep(0.5)  # a late duplicate cast still on its way
     return cloud.instances(uuids), fleet.snapshot()
-
-
-def _evidence(cloud: cloudlib.Cloud, names: tuple[str, ...], rows: dict,
-              casts: dict, allocs: dict, uuids: list[str], limit: int = 5) -> str:
-    """Rows, casts, claims, faults and log lines of some instances."""
-    out = []
-    for u in uuids[:limit]:
-        out.append(f"== instance {u}\n  row: {rows.get(u)}\n  casts: {casts.get(u)}\n"
-                   f"  allocation: {allocs.get(u)}\n  faults: "
-                   f"{[f['message'][:200] for f in cloud.faults(u)]}")
-        for name in names:
-            lines = [line for line in cloud.log_text(name).splitlines() if u in line]
-            out.append(f"  {name} log ({cloud.logs[name]}):\n    "
-                       + "\n    ".join(lines[-12:]))
-    return "\n".join(out)
 
 
 def _allocations(cloud: cloudlib.Cloud) -> list[dict]:
@@ -278,9 +122,9 @@ def test_several_daemons_fill_the_cloud_exactly(rabbitmq, workdir, backend):
             _open_cloud(cloud, url, FILL_CONFIG)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
-                                 {h: _report(h, *FILL_HOST_SHAPE) for h in FILL_HOSTS})
+                                 {h: idle_report(h, *FILL_HOST_SHAPE) for h in FILL_HOSTS})
             _start_daemons(cloud, FILL_DAEMONS, FILL_CONFIG)
-            _register(cloud, fleet, FILL_HOSTS)
+            fleet.register(cloud, FILL_HOSTS, REPORT_INTERVAL, PERIODIC_INTERVAL + 0.5)
 
             itype = cloudlib.named_flavor(FILL_FLAVOR)
             requests = [cloudlib.havana_request(itype) for _ in range(CAPACITY + EXTRA)]
@@ -300,7 +144,7 @@ def test_several_daemons_fill_the_cloud_exactly(rabbitmq, workdir, backend):
             errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
             placed = [u for u in uuids if u not in errors
                       and (rows.get(u) or {}).get("host")]
-            lost = [u for u in uuids if not _settled(rows, casts, u)]
+            lost = [u for u in uuids if not scenario.settled(rows, casts, u)]
             duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
             elsewhere = [u for u in placed if u in casts and
                          {(c[0], c[1]) for c in casts[u]}
@@ -357,7 +201,7 @@ def test_several_daemons_fill_the_cloud_exactly(rabbitmq, workdir, backend):
 
             # -- the checks -----------------------------------------------------
             def evidence(bad):
-                return "\n" + _evidence(cloud, FILL_DAEMONS, rows, casts, allocs, bad)
+                return "\n" + scenario.evidence(cloud, FILL_DAEMONS, rows, casts, allocs, bad)
 
             assert not lost, (f"{len(lost)} instances lost (neither ERROR nor placed "
                               f"and cast):" + evidence(lost))
@@ -604,11 +448,11 @@ def test_overload_queues_in_the_broker_not_in_the_daemon(rabbitmq, workdir):
             _open_cloud(cloud, url, config)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
-                                 {h: _report(h, *OVERLOAD_HOST_SHAPE)
+                                 {h: idle_report(h, *OVERLOAD_HOST_SHAPE)
                                   for h in OVERLOAD_HOSTS})
             _start_daemons(cloud, (OVERLOAD_DAEMON,), config)
             pid = cloud.procs[OVERLOAD_DAEMON].pid
-            _register(cloud, fleet, OVERLOAD_HOSTS)
+            fleet.register(cloud, OVERLOAD_HOSTS, REPORT_INTERVAL, PERIODIC_INTERVAL + 0.5)
 
             # The daemon's placement rate: a warm-up batch cast at once.
             itype = cloudlib.named_flavor(OVERLOAD_FLAVOR)
@@ -680,7 +524,7 @@ def test_overload_queues_in_the_broker_not_in_the_daemon(rabbitmq, workdir):
             errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
             placed = [u for u in uuids if u not in errors
                       and (rows.get(u) or {}).get("host") and u in casts]
-            lost = [u for u in uuids if not _settled(rows, casts, u)]
+            lost = [u for u in uuids if not scenario.settled(rows, casts, u)]
             duplicated = [u for u in uuids if len(casts.get(u, [])) > 1]
             reasons = collections.Counter()
             for u in errors[:50]:
@@ -704,7 +548,7 @@ def test_overload_queues_in_the_broker_not_in_the_daemon(rabbitmq, workdir):
 
             # -- the checks -----------------------------------------------------
             def evidence(bad):
-                return "\n" + _evidence(cloud, (OVERLOAD_DAEMON,), rows, casts, {}, bad)
+                return "\n" + scenario.evidence(cloud, (OVERLOAD_DAEMON,), rows, casts, {}, bad)
 
             assert cast_errors == 0, [r["first_error"] for r in results]
             assert len(sampler.broker) >= 10, (
