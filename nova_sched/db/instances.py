@@ -173,8 +173,7 @@ def begin_request(uuids: list[str], props: dict, sizes: dict[str, int],
                 now = db_api.utcnow()
                 _ensure(conn, uuids, props, sizes, request, now)
                 standing = _standing(conn, uuids)
-                pending = [u for u in uuids if u not in standing
-                           or not (standing[u].settled or standing[u].cast)]
+                pending = to_place(uuids, standing)
                 event_ids = _start_events(conn, pending, start, now) if pending else {}
                 return standing, event_ids
         except sa_exc.IntegrityError:
@@ -224,6 +223,16 @@ class Standing:
     def settled(self) -> bool:
         """Built, failed or deleted: no scheduler has anything left to do."""
         return self.vm_state not in (None, "building")
+
+    @property
+    def handled(self) -> bool:
+        """Settled, or cast to its node: a request delivered again leaves it."""
+        return self.settled or self.cast
+
+
+def to_place(uuids: list[str], standing: dict[str, Standing]) -> list[str]:
+    """Those of ``uuids`` a request (delivered again or not) still places."""
+    return [u for u in uuids if u not in standing or not standing[u].handled]
 
 
 @db_api.retry_on_disconnect

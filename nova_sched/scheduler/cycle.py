@@ -85,8 +85,11 @@ class SchedulingCycle:
         self.notifier = notifier
         self.stats = DecisionStats()
         self._lock = threading.Lock()
-        # Instances cast whose cast could not be recorded (database away).
+        # Instances cast whose cast could not be recorded (database away);
+        # a lock of its own, so that recording a cast never waits for a
+        # decision.
         self._cast_unrecorded: set[str] = set()
+        self._unrecorded_lock = threading.Lock()
 
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
@@ -110,7 +113,7 @@ class SchedulingCycle:
         uuids = spec.instance_uuids or [None] * spec.num_instances
         for index, uuid in enumerate(uuids):
             where = standing.get(uuid)
-            if where is not None and (where.settled or where.cast):
+            if where is not None and where.handled:
                 # Delivered again after its daemon died: this instance was
                 # handled before it did.
                 LOG.info("Instance %s was already %s; not scheduled again", uuid,
@@ -150,12 +153,6 @@ class SchedulingCycle:
                 db_instances.set_scheduling(uuid)
                 standing.pop(uuid, None)
         return standing
-
-    @staticmethod
-    def to_place(spec: RequestSpec, standing: dict) -> list[str]:
-        """Those of the request's instances that ``schedule`` will place."""
-        return [u for u in spec.instance_uuids if u not in standing
-                or not (standing[u].settled or standing[u].cast)]
 
     def explain(self, spec: RequestSpec) -> dict:
         """What a decision would do for the request, claiming nothing."""
@@ -228,11 +225,7 @@ class SchedulingCycle:
                 if row is None:
                     return []
                 cycle.table = table
-                state = table.states[row]
-                held = Selection(host=state.host, nodename=state.nodename,
-                                 node_id=state.node_id,
-                                 limits=self.driver.limits(cycle, row),
-                                 ratios=cycle.resources.ratios_at(row))
+                held = self.driver.selection(cycle, row)
             claim = Claim(instance_uuid=uuid, node_id=held.node_id,
                           memory_mb=spec.memory_mb, vcpus=spec.vcpus,
                           disk_mb=spec.disk_mb, ratios=held.ratios)
@@ -243,7 +236,7 @@ class SchedulingCycle:
                             "again; placing it anew", uuid, held.host, held.nodename)
                 return []
             self.host_manager.refresh_node(held.node_id)
-        with self._lock:
+        with self._unrecorded_lock:
             already_cast = uuid in self._cast_unrecorded
         if already_cast:
             LOG.info("Instance %s was cast to %s/%s before the database went "
@@ -360,8 +353,8 @@ class SchedulingCycle:
             db_instances.mark_cast(
                 uuid, events.finish_on_cast(uuid) if events is not None else None)
         except exception.DatabaseUnavailable:
-            with self._lock:
+            with self._unrecorded_lock:
                 self._cast_unrecorded.add(uuid)
             raise
-        with self._lock:
+        with self._unrecorded_lock:
             self._cast_unrecorded.discard(uuid)

@@ -72,16 +72,12 @@ class Decision:
     def selection(self, position: int) -> Selection:
         """The candidate at ``position`` of the order, ready to claim."""
         row = int(self.order[position])
-        state = self.cycle.table.states[row]
         if isinstance(self.order, Ranking):
             weight = self.order.weight(position)
         else:
             where = np.flatnonzero(self.weighed.candidates == row)
             weight = float(self.weighed.weights[where[0]]) if len(where) else 0.0
-        return Selection(host=state.host, nodename=state.nodename,
-                         node_id=state.node_id,
-                         limits=self.driver.limits(self.cycle, row), weight=weight,
-                         ratios=self.cycle.resources.ratios_at(row))
+        return self.driver.selection(self.cycle, row, weight)
 
     def summary(self) -> dict:
         """``explain``'s answer: survivors in weighed order, removals per filter
@@ -124,6 +120,14 @@ class Scheduler:
     def limits(self, cycle: CycleState, row: int) -> dict:
         """nova's ``limits`` for the compute node chosen at ``row``."""
         return {}
+
+    def selection(self, cycle: CycleState, row: int, weight: float = 0.0
+                  ) -> Selection:
+        """The node at ``row`` of ``cycle.table``, ready to claim and cast."""
+        state = cycle.table.states[row]
+        return Selection(host=state.host, nodename=state.nodename,
+                         node_id=state.node_id, limits=self.limits(cycle, row),
+                         weight=weight, ratios=cycle.resources.ratios_at(row))
 
 
 def load_driver(name: str, host_manager) -> Scheduler:

@@ -25,13 +25,13 @@ from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.instance_actions import EventReporter, event_start
-from nova_sched.scheduler import compute_report, driver, recovery, request, retry
+from nova_sched.scheduler import (compute_report, driver, recovery, request,
+                                  retry, topic_consumer)
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
-from nova_sched.scheduler import topic_consumer
 from nova_sched.scheduler.report_ingest import ReportIngest
 
 LOG = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class SchedulerManager:
             standing, started = db_instances.begin_request(
                 spec.instance_uuids, spec.instance_properties, sizes, stored,
                 event_start(context, "schedule", self.host))
-        pending = self.cycle.to_place(spec, standing)
+        pending = db_instances.to_place(spec.instance_uuids, standing)
         if not pending:
             # Delivered again after the daemon that handled it died before
             # acknowledging it: there is nothing left to do.

@@ -64,4 +64,3 @@ def recover_stuck_instances(cycle, reschedule: Reschedule | None = None) -> list
         LOG.warning("Recovered %d instances stuck in scheduling: %s",
                     len(recovered), ", ".join(recovered))
     return recovered
-
