@@ -26,10 +26,22 @@ except ImportError:  # pytest run from elsewhere than the repository root
     from tests.db_backends import temporary_database
 
 __all__ = ["ComputeFleet", "Daemons", "evidence", "idle_report", "node_limit",
-           "settled", "temporary_database"]
+           "settled", "temporary_database", "use_database"]
 
 READY_LINE = "consuming topic"  # logged by a daemon consuming its topic
 READY_TIMEOUT = 30
+
+
+def use_database(cloud: cloudlib.Cloud, url: str, overrides: dict | None = None,
+                 query_url: str | None = None) -> None:
+    """Point the cloud at the server database ``url`` and migrate it; the
+    test's own queries go to ``query_url`` (default: the same database)."""
+    import sqlalchemy as sa
+
+    cloud.db_url = url
+    cloud.write_config(cloud.config_file, overrides)
+    cloud._engine = sa.create_engine(query_url or url)
+    cloud.db_sync()
 
 
 def idle_report(host: str, vcpus: int, memory_mb: int, local_gb: int,

@@ -29,7 +29,6 @@ import subprocess
 import time
 
 import pytest
-import sqlalchemy as sa
 
 import cloudlib
 import scenario
@@ -125,10 +124,7 @@ def test_durable_queues_survive_a_broker_restart(rabbitmq, workdir):
                 if cloud.broker.vhost is None:
                     pytest.skip("no private vhost (rabbitmqctl refused)")
                 vhost = cloud.broker.vhost
-                cloud.db_url = url
-                cloud.write_config(cloud.config_file, CONFIG)
-                cloud._engine = sa.create_engine(url)
-                cloud.db_sync()
+                scenario.use_database(cloud, url, CONFIG)
                 fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                      cloud.compute_topic,
                                      {h: idle_report(h, *HOST_SHAPE) for h in HOSTS})

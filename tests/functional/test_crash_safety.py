@@ -41,7 +41,6 @@ import random
 import time
 
 import pytest
-import sqlalchemy as sa
 
 import cloudlib
 import scenario
@@ -81,10 +80,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
         cloud = cloudlib.Cloud(workdir("crash"), "crash")
         fleet = None
         try:
-            cloud.db_url = url
-            cloud.write_config(cloud.config_file)
-            cloud._engine = sa.create_engine(url)
-            cloud.db_sync()
+            scenario.use_database(cloud, url)
             shapes = {h: HOST_SHAPES[i % len(HOST_SHAPES)] for i, h in enumerate(HOSTS)}
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
@@ -93,10 +89,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                 "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
                               "periodic_task_interval": PERIODIC_INTERVAL,
                               "request_threads": REQUEST_THREADS}})
-            for name in DAEMONS:
-                daemons.start(name)
-            for name in DAEMONS:
-                daemons.wait_ready(name)
+            daemons.start_all()
 
             # Register the fleet (a report cast before a queue exists is
             # dropped: repeat until every node is stored), keep it up.

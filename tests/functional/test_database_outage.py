@@ -58,7 +58,6 @@ import threading
 import time
 
 import pytest
-import sqlalchemy as sa
 
 import cloudlib
 import scenario
@@ -227,10 +226,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
         try:
             # The daemons (and db sync) go through the proxy; the test's own
             # queries go to PostgreSQL directly.
-            cloud.db_url = proxy.url(url)
-            cloud.write_config(cloud.config_file)
-            cloud._engine = sa.create_engine(url)
-            cloud.db_sync()
+            scenario.use_database(cloud, proxy.url(url), query_url=url)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
                                  {h: idle_report(h, *HOST_SHAPE) for h in HOSTS})
@@ -239,10 +235,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
                 "database": {"operation_retries": OPERATION_RETRIES},
                 "scheduler": {"scheduling_timeout": SCHEDULING_TIMEOUT,
                               "periodic_task_interval": PERIODIC_INTERVAL}})
-            for name in DAEMONS:
-                daemons.start(name)
-            for name in DAEMONS:
-                daemons.wait_ready(name)
+            daemons.start_all()
 
             fleet.register(cloud, HOSTS, REPORT_INTERVAL, PERIODIC_INTERVAL + 0.5)
 

@@ -58,14 +58,6 @@ PERIODIC_INTERVAL = 2        # [scheduler] periodic_task_interval
 
 
 # -- the compute fleet ---------------------------------------------------------
-def _open_cloud(cloud: cloudlib.Cloud, url: str, overrides: dict) -> None:
-    """Point the cloud at the server database ``url``, migrated."""
-    cloud.db_url = url
-    cloud.write_config(cloud.config_file, overrides)
-    cloud._engine = sa.create_engine(url)
-    cloud.db_sync()
-
-
 def _start_daemons(cloud: cloudlib.Cloud, names: tuple[str, ...],
                    overrides: dict) -> Daemons:
     """Start one daemon per name (own config, own host) and wait for each."""
@@ -119,7 +111,7 @@ def test_several_daemons_fill_the_cloud_exactly(rabbitmq, workdir, backend):
         cloud = cloudlib.Cloud(workdir(f"fill-{backend}"), f"fill_{backend}")
         fleet = None
         try:
-            _open_cloud(cloud, url, FILL_CONFIG)
+            scenario.use_database(cloud, url, FILL_CONFIG)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
                                  {h: idle_report(h, *FILL_HOST_SHAPE) for h in FILL_HOSTS})
@@ -445,7 +437,7 @@ def test_overload_queues_in_the_broker_not_in_the_daemon(rabbitmq, workdir):
             if cloud.broker.vhost is None:
                 pytest.skip("no private vhost (rabbitmqctl refused)")
             config = {"scheduler": {"periodic_task_interval": PERIODIC_INTERVAL}}
-            _open_cloud(cloud, url, config)
+            scenario.use_database(cloud, url, config)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
                                  cloud.compute_topic,
                                  {h: idle_report(h, *OVERLOAD_HOST_SHAPE)
