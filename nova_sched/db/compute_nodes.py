@@ -9,6 +9,7 @@ from sqlalchemy import exc as sa_exc
 
 from nova_sched.db import api as db_api
 from nova_sched.db import models
+from nova_sched.db.executemany import execute_many
 
 COMPUTE_BINARY = "nova-compute"
 
@@ -110,21 +111,21 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
         for report, key in zip(reports, keys):
             if key in new_keys:
                 continue
-            params = {f"v_{k}": v for k, v in report.items()}
-            params["v_id"] = ids[key]
-            params["v_now"] = now
-            params["v_stamp"] = stamp
-            params["v_by"] = writer
-            params["v_seen"] = read_through_us
-            shapes.setdefault(tuple(sorted(report)), []).append(params)
+            row = dict(report)
+            row["id"] = ids[key]
+            shapes.setdefault(tuple(sorted(report)), []).append(row)
+        shared = {"v_now": now, "v_stamp": stamp, "v_by": writer,
+                  "v_seen": read_through_us}
         # Rows in id order: two daemons storing overlapping batches then
         # lock them in the same order and cannot deadlock.
-        for fields, params in shapes.items():
-            params.sort(key=lambda p: p["v_id"])
-            conn.execute(_update_statement(fields), params)
-        conn.execute(_BEAT, [{"b_host": host, "b_now": now, "b_stamp": stamp,
-                              "b_by": writer, "b_seen": read_through_us}
-                             for host in sorted({host for host, _ in keys})])
+        for fields, rows in shapes.items():
+            rows.sort(key=lambda row: row["id"])
+            execute_many(conn, _update_statement(fields), rows, shared,
+                         {f"v_{k}": k for k in (*fields, "id")})
+        execute_many(conn, _BEAT, [{"b_host": host} for host in
+                                   sorted({host for host, _ in keys})],
+                     {"b_now": now, "b_stamp": stamp, "b_by": writer,
+                      "b_seen": read_through_us})
         if unknown_hosts:
             _add_missing_services(conn, unknown_hosts, topic, now, stamp)
     return {key: ids[key] for key in keys}

@@ -81,10 +81,15 @@ class ReportIngest:
                 write_through = True
             else:
                 write_through = False
-                if key in self._pending:
+                pending = self._pending
+                if key in pending:
                     self.coalesced += 1
-                self._pending[key] = dict(values)
-                self._cond.notify()
+                pending[key] = dict(values)
+                # The writer waits for the first report of a batch, or for
+                # a full batch; waking it for every report in between (a
+                # thousand a second) only sends it back to waiting.
+                if len(pending) == 1 or len(pending) >= BATCH_MAX:
+                    self._cond.notify_all()
         if write_through:
             self._write([dict(values)])
 

@@ -35,6 +35,7 @@ their acknowledgements, and the consumer thread sends them between polls.
 
 from __future__ import annotations
 
+import bisect
 import contextvars
 import errno
 import logging
@@ -45,6 +46,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
+import amqp
 import oslo_messaging as messaging
 from oslo_messaging import _utils as messaging_utils
 from oslo_messaging._drivers import amqpdriver
@@ -65,6 +67,15 @@ _IDLE_POLL = 0.5
 _READ_AHEAD = 16384
 # Seconds between two readings of the queue's depth (backlog_seconds).
 _BACKLOG_SAMPLE = 1.0
+# Acknowledgements gather for at most this many messages or this many
+# seconds, then go out together: where the delivery tags allow, one
+# ``multiple`` ack frame covers dozens of reports instead of a frame (a
+# socket write) each. The messages they hold count against the prefetch
+# meanwhile, so the batch stays well below it.
+_ACK_BATCH = 32
+_ACK_DELAY = 0.01
+# Frames handled straight from the read buffer per poll (_drain_buffered).
+_DRAIN_FRAMES = 192
 
 
 def supports(transport) -> bool:
@@ -111,10 +122,10 @@ def _read_ahead(transport) -> None:
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
 
-    __slots__ = ("raw", "channel", "incoming", "method", "deferred")
+    __slots__ = ("tag", "channel", "incoming", "method", "deferred")
 
-    def __init__(self, raw, channel, incoming, method):
-        self.raw = raw            # oslo's RabbitMessage (kombu message inside)
+    def __init__(self, tag, channel, incoming, method):
+        self.tag = tag            # its delivery tag on that channel
         self.channel = channel    # the channel it came on
         self.incoming = incoming  # oslo's AMQPIncomingMessage: ctxt, reply()
         self.method = method
@@ -197,6 +208,12 @@ class TopicConsumer:
         self._lock = threading.Lock()
         self._in_hand = 0  # taken by a worker or waiting for one, not yet acked
         self._conn = None
+        # Consumer thread only: the channel the tags below belong to, the
+        # tags ready to acknowledge, and those a worker holds.
+        self._ack_channel = None
+        self._ready: list[int] = []
+        self._ready_since = 0.0
+        self._held: set[int] = set()
         self.ready = threading.Event()
         self._on_backlog = on_backlog
         self._backlog = 0.0
@@ -205,6 +222,7 @@ class TopicConsumer:
         # Figures for the log, health checks and tests.
         self.delivered = 0
         self.acknowledged = 0
+        self.ack_frames = 0  # basic.ack frames sent: fewer than acknowledged
         self.dropped_acks = 0
 
     # -- life cycle ------------------------------------------------------------
@@ -278,17 +296,18 @@ class TopicConsumer:
                     _read_ahead(transport)
                 patched = transport
             self._sample_backlog()
-            busy = self.in_hand() > 0
+            busy = self.in_hand() > 0 or bool(self._ready)
             try:
                 self.ready.set()
                 conn.consume(timeout=_BUSY_POLL if busy else _IDLE_POLL)
+                self._drain_buffered(transport)
             except driver_common.Timeout:
                 pass
             except Exception:  # oslo's consume retries connection errors itself
                 LOG.exception("Consuming the %s topic failed; trying again",
                               self._target.topic)
                 self._stopping.wait(1.0)
-        self._send_acks()
+        self._send_acks(force=True)
         try:
             conn.stop_consuming()
         except Exception as err:
@@ -323,6 +342,32 @@ class TopicConsumer:
         if self._on_backlog is not None:
             self._on_backlog(self._backlog)
 
+    def _drain_buffered(self, transport) -> None:
+        """Handle the frames the last socket read brought in with it.
+
+        oslo's ``consume`` handles one frame per call (a message is three)
+        and sets the socket's timeout around each: two system calls and a
+        stack of retry wrappers per frame. Frames already whole in the read
+        buffer need none of that, so they are handled here, up to the
+        prefetch's worth, without touching the socket; a connection error
+        reaches oslo's own handling at its next ``consume``.
+        """
+        if transport is None or not transport._read_buffer:
+            return
+        amqp_conn = self._conn.connection.connection._connection
+        try:
+            with self._conn.connection._connection_lock:
+                for _ in range(_DRAIN_FRAMES):
+                    buffered = transport._read_buffer
+                    # A frame: type (1 byte), channel (2), size (4), payload,
+                    # end marker (1).
+                    if (len(buffered) < 8 or len(buffered)
+                            < int.from_bytes(buffered[3:7], "big") + 8):
+                        return
+                    amqp_conn.blocking_read(None)
+        except Exception as err:  # the connection's trouble: oslo's to handle
+            LOG.debug("Reading buffered frames: %s", err)
+
     def _amqp_transport(self):
         """py-amqp's transport under oslo's and kombu's connections, if any."""
         try:
@@ -352,16 +397,20 @@ class TopicConsumer:
         unique_id = body.pop("_unique_id", None)
         method = body.get("method")
         handler = self._inline.get(method) if isinstance(method, str) else None
+        tag = message._raw_message.delivery_tag
+        if channel is not self._ack_channel:
+            self._new_channel(channel)
         if handler is not None and msg_id is None and self._accepts(body):
             self._run_inline(handler, ctxt, body)
-            self._ack(message, channel)
+            self._ready_to_ack(tag)
             return
         incoming = amqpdriver.AMQPIncomingMessage(
             self._reply_via, ctxt, body, unique_id, msg_id, reply_q,
             client_timeout, self._gone_reply_queues, None)
         with self._lock:
             self._in_hand += 1
-        self._work.put(_Delivery(message, channel, incoming, method))
+        self._held.add(tag)
+        self._work.put(_Delivery(tag, channel, incoming, method))
 
     def _accepts(self, body: dict) -> bool:
         """The dispatcher's version and namespace rules, cached per version."""
@@ -389,35 +438,68 @@ class TopicConsumer:
             LOG.exception("Handling a %s cast failed; message dropped",
                           body.get("method"))
 
-    def _ack(self, message, channel) -> None:
-        if channel is not self._conn.channel:
-            # Taken on a connection since lost: the broker has already put
-            # the message back, and this channel's delivery tags mean
-            # nothing on the new one.
-            self.dropped_acks += 1
-            return
-        try:
-            message.acknowledge()
-            self.acknowledged += 1
-        except Exception as err:
-            self.dropped_acks += 1
-            LOG.warning("Could not acknowledge a message (%s); the broker will "
-                        "deliver it again", err)
+    def _new_channel(self, channel) -> None:
+        """Messages now come on ``channel`` (a reconnect): tags of the old one
+        mean nothing on it, and the broker has put those messages back."""
+        if self._ready:
+            self.dropped_acks += len(self._ready)
+            self._ready.clear()
+        self._held.clear()
+        self._ack_channel = channel
 
-    def _send_acks(self) -> None:
-        if self._acks.empty():
+    def _ready_to_ack(self, tag: int) -> None:
+        if not self._ready:
+            self._ready_since = time.monotonic()
+        self._ready.append(tag)
+
+    def _send_acks(self, force: bool = False) -> None:
+        """Send the acknowledgements that are due (consumer thread only)."""
+        while True:
+            try:
+                delivery = self._acks.get_nowait()
+            except queue.Empty:
+                break
+            with self._lock:
+                self._in_hand -= 1
+            if delivery.channel is self._ack_channel:
+                self._held.discard(delivery.tag)
+                self._ready_to_ack(delivery.tag)
+            else:
+                # Taken on a connection since lost: the broker has already
+                # put the message back.
+                self.dropped_acks += 1
+        ready = self._ready
+        if not ready or not (force or len(ready) >= _ACK_BATCH
+                             or time.monotonic() - self._ready_since >= _ACK_DELAY):
             return
-        # Outside consume() oslo's lock is free: hold it, so that its
-        # heartbeat thread never writes to the socket at the same time.
-        with self._conn.connection._connection_lock:
-            while True:
-                try:
-                    delivery = self._acks.get_nowait()
-                except queue.Empty:
-                    return
-                self._ack(delivery.raw, delivery.channel)
-                with self._lock:
-                    self._in_hand -= 1
+        channel = self._ack_channel
+        tags = sorted(ready)
+        ready.clear()
+        if channel is not self._conn.channel:
+            self.dropped_acks += len(tags)
+            return
+        # A multiple ack covers every unacknowledged tag up to its own, so
+        # it may only reach up to the lowest tag a worker still holds.
+        below = (bisect.bisect_left(tags, min(self._held)) if self._held
+                 else len(tags))
+        if not isinstance(channel, amqp.Channel):
+            below = 0  # kombu's in-memory channel ignores ``multiple``
+        try:
+            # Outside consume() oslo's lock is free: hold it, so that its
+            # heartbeat thread never writes to the socket at the same time.
+            with self._conn.connection._connection_lock:
+                if below:
+                    channel.basic_ack(tags[below - 1], multiple=True)
+                    self.ack_frames += 1
+                for tag in tags[below:]:
+                    channel.basic_ack(tag)
+                    self.ack_frames += 1
+        except Exception as err:
+            self.dropped_acks += len(tags)
+            LOG.warning("Could not acknowledge %d messages (%s); the broker will "
+                        "deliver them again", len(tags), err)
+            return
+        self.acknowledged += len(tags)
 
     # -- the workers ------------------------------------------------------------
     def _work_loop(self) -> None:

@@ -256,6 +256,41 @@ def test_inline_casts_run_on_consumer_thread_once_each_and_acked(harness, broker
     assert consumer.in_hand() == 0
 
 
+def test_reports_are_acknowledged_together_but_never_past_a_held_request(
+        harness, broker):
+    """Reports are acknowledged in multiple-acks, which cover every earlier
+    delivery tag: a request a worker still holds must stay unacknowledged."""
+    # The queue exists once a consumer has declared it; the messages then
+    # wait in it, so the next consumer gets them in prefetch-sized bursts.
+    harness.consumer(harness.endpoint(), inline=("compute_node_update",)).stop()
+    client = harness.client()
+    ctxt = harness.context()
+    for seq in range(100):
+        client.cast(ctxt, "compute_node_update", compute_node={"seq": seq})
+    client.cast(ctxt, "slow", value="held")
+    for seq in range(100, 200):
+        client.cast(ctxt, "compute_node_update", compute_node={"seq": seq})
+    _wait_queue(broker, harness.topic, lambda ready, unacked: ready == 201,
+                "the casts to wait in the queue")
+
+    ep = harness.endpoint()
+    consumer = harness.consumer(ep, inline=("compute_node_update",))
+    _wait(lambda: consumer.acknowledged >= 200, "200 report acknowledgements")
+    _wait(lambda: len(ep.started) == 1, "the request's handler to start")
+    # Every report acknowledged, the request (tag 101, between them) not.
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 1),
+                "only the held request to stay unacknowledged")
+    assert sorted(report["seq"] for report, _ in ep.reports) == list(range(200))
+    assert consumer.ack_frames < consumer.acknowledged, "some acks were batched"
+    assert ep.done == []
+
+    ep.gate.set()
+    _wait(lambda: consumer.acknowledged == 201, "the request's acknowledgement")
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the request's acknowledgement to reach the broker")
+    assert consumer.dropped_acks == 0
+
+
 # -- 2. late acknowledgement -------------------------------------------------------
 def test_worker_cast_is_acknowledged_only_when_its_handler_returns(harness, broker):
     ep = harness.endpoint()

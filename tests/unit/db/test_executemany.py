@@ -1,0 +1,81 @@
+"""execute_many writes what SQLAlchemy's own executemany writes, on every backend."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import sqlalchemy as sa
+
+from nova_sched.db.executemany import execute_many
+
+_META = sa.MetaData()
+_TABLE = sa.Table(
+    "em_rows", _META,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(64)),
+    sa.Column("size", sa.Integer),
+    sa.Column("flag", sa.Boolean),
+    sa.Column("seen", sa.DateTime),
+    sa.Column("owner", sa.String(32)),
+)
+# Built once, as the report path builds its statements: a bind used twice,
+# a literal, a shared datetime (SQLite's needs a bind processor) and a CASE
+# reading the row's old value.
+_UPDATE = (
+    sa.update(_TABLE).where(_TABLE.c.id == sa.bindparam("v_id"))
+    .ordered_values(
+        (_TABLE.c.owner, sa.case((_TABLE.c.owner == sa.bindparam("who"),
+                                  sa.bindparam("who")), else_=sa.null())),
+        (_TABLE.c.size, sa.bindparam("v_size")),
+        (_TABLE.c.flag, True),
+        (_TABLE.c.seen, sa.bindparam("when"))))
+
+
+def _rows(conn):
+    return [tuple(row) for row in conn.execute(
+        sa.select(_TABLE).order_by(_TABLE.c.id))]
+
+
+def _fill(conn):
+    conn.execute(sa.insert(_TABLE), [
+        {"id": n, "name": f"r{n}", "size": 0, "flag": False, "owner": "a" if n % 2 else "b"}
+        for n in range(1, 7)])
+
+
+def test_same_rows_as_sqlalchemys_executemany(empty_engine):
+    when = dt.datetime(2026, 12, 1, 18, 30, 5, 123456)
+    changes = [{"id": n, "size": n * 10} for n in (2, 3, 5)]
+    _META.create_all(empty_engine)
+    try:
+        with empty_engine.begin() as conn:
+            _fill(conn)
+            execute_many(conn, _UPDATE, changes, {"who": "a", "when": when},
+                         {"v_id": "id", "v_size": "size"})
+            ours = _rows(conn)
+            conn.execute(sa.delete(_TABLE))
+            _fill(conn)
+            conn.execute(_UPDATE, [{"v_id": c["id"], "v_size": c["size"],
+                                    "who": "a", "when": when} for c in changes])
+            theirs = _rows(conn)
+    finally:
+        _META.drop_all(empty_engine)
+    assert ours == theirs
+    by_id = {row[0]: row for row in ours}
+    # MySQL's DATETIME keeps whole seconds.
+    assert by_id[3][4] in (when, when.replace(microsecond=0))
+    assert by_id[3][2:4] + by_id[3][5:] == (30, True, "a")    # owner was "a": kept
+    assert by_id[2][2:4] + by_id[2][5:] == (20, True, None)   # owner was "b": cleared
+    assert by_id[1][2:4] == (0, False)               # not in the batch
+
+
+def test_a_missing_value_is_an_error_not_a_null(empty_engine):
+    _META.create_all(empty_engine)
+    try:
+        with empty_engine.begin() as conn:
+            _fill(conn)
+            with pytest.raises(KeyError):
+                execute_many(conn, _UPDATE, [{"id": 1}], {"who": "a"},
+                             {"v_id": "id", "v_size": "size"})
+    finally:
+        _META.drop_all(empty_engine)
