@@ -10,12 +10,12 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, pci, scheduler)
+                             metrics, pci, prometheus, scheduler)
 
 CONF = cfg.CONF
 
 _MODULES = (default, database, scheduler, filter_scheduler, metrics, pci,
-            fake_compute)
+            prometheus, fake_compute)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

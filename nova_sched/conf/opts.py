@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, pci, scheduler)
+                             metrics, pci, prometheus, scheduler)
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
@@ -19,7 +19,7 @@ def list_opts():
     """(group, options) pairs of every nova-sched option."""
     result = []
     for module in (default, database, scheduler, filter_scheduler, metrics, pci,
-                   fake_compute):
+                   prometheus, fake_compute):
         for group, opts in module.list_opts().items():
             result.append((group, opts))
     return result
