@@ -22,6 +22,7 @@ fi
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "run_tests: installing ${missing[*]}" >&2
     $SUDO apt-get update -qq

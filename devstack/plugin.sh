@@ -25,7 +25,8 @@ function install_nova_sched {
     local extra
     extra=$(_nova_sched_db_extra)
     if [[ -n "$extra" ]]; then
-        pip_install -e "$NOVA_SCHED_DIR[$extra]"
+        # Braces: "[extra]" is pip's extras syntax, not an array index.
+        pip_install -e "${NOVA_SCHED_DIR}[$extra]"
     else
         pip_install -e "$NOVA_SCHED_DIR"
     fi

@@ -1,4 +1,5 @@
-"""The scheduler service: RPC server, host-state cache and periodic tasks."""
+"""The scheduler service: RPC server, host-state cache, periodic tasks and,
+when ``[prometheus] enabled``, health and metrics."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ import threading
 
 import oslo_messaging as messaging
 
+from prometheus_client import ProcessCollector
+
 from nova_sched import exception, rpc
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
+from nova_sched.health import HealthMonitor, WorkerHealthFiles
+from nova_sched.prometheus_endpoint import PrometheusEndpoint
 from nova_sched.scheduler.manager import SchedulerManager
+from nova_sched.scheduler.metrics import SchedulerMetrics
 from nova_sched.scheduler.topic_consumer import TopicConsumer
 
 LOG = logging.getLogger(__name__)
@@ -38,14 +44,22 @@ class SchedulerService:
     """One scheduler daemon process: consumes the scheduler topic.
 
     ``transport`` defaults to ``[DEFAULT] transport_url``; the embedded demo
-    passes its in-memory transport.
+    passes its in-memory transport. ``worker_health_dir`` is given to a
+    worker of a multi-worker daemon: it writes its health there for the
+    parent, which serves the endpoint, instead of serving one itself.
     """
 
-    def __init__(self, transport=None, notification_transport=None):
+    def __init__(self, transport=None, notification_transport=None,
+                 worker_health_dir: str | None = None):
         self.transport = transport or rpc.get_transport()
         self.notification_transport = (
             notification_transport or rpc.get_notification_transport())
-        self.manager = SchedulerManager(self.transport, self.notification_transport)
+        self.metrics = SchedulerMetrics()
+        self.manager = SchedulerManager(self.transport, self.notification_transport,
+                                        metrics=self.metrics)
+        self._worker_health_dir = worker_health_dir
+        self.health: HealthMonitor | None = None
+        self.endpoint: PrometheusEndpoint | None = None
         self.server = None
         self._stop = threading.Event()
         self._periodic: threading.Thread | None = None
@@ -59,6 +73,12 @@ class SchedulerService:
         # longer fit (the "convoy effect"). A shorter interval hands the GIL
         # back to it sooner, at the price of more switches between threads.
         sys.setswitchinterval(_SWITCH_INTERVAL)
+        if CONF.prometheus.enabled and self._worker_health_dir is None:
+            # Before any message is taken: a port that cannot be had is a
+            # configuration error, not a daemon without its endpoint.
+            ProcessCollector(registry=self.metrics.registry)
+            self.endpoint = open_endpoint(self.metrics.registry, self._health_reason,
+                                          self.sample_metrics)
         self.manager.host_manager.full_resync()
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
@@ -68,12 +88,29 @@ class SchedulerService:
                                     threads=CONF.scheduler.request_threads,
                                     on_backlog=self.manager.host_manager.set_report_lag)
         self.server.start()
+        if CONF.prometheus.enabled:
+            on_probe = [lambda _reason: self.sample_metrics()]
+            if self._worker_health_dir is not None:
+                on_probe.append(WorkerHealthFiles(self._worker_health_dir).write)
+            self.health = HealthMonitor(self.server.problem, db_api.ping, on_probe)
+            self.health.start()
+        if self.endpoint is not None:
+            self.endpoint.start()
         self._periodic = threading.Thread(target=self._run_periodic,
                                           name="periodic-tasks", daemon=True)
         self._periodic.start()
         LOG.info("nova-sched %s consuming topic %s (exchange %s), driver %s",
                  CONF.host, CONF.scheduler_topic, CONF.control_exchange,
                  CONF.scheduler.driver)
+
+    def _health_reason(self) -> str | None:
+        if self.health is None:
+            return "starting"
+        return self.health.reason()
+
+    def sample_metrics(self) -> None:
+        """Set the gauges (hosts by state, parked requests) from what is now."""
+        self.metrics.sample(self.manager.host_manager, len(self.manager.parked))
 
     def _run_periodic(self) -> None:
         while not self._stop.wait(CONF.scheduler.periodic_task_interval):
@@ -100,9 +137,24 @@ class SchedulerService:
     def stop(self) -> None:
         """Stop taking messages, finish the requests in hand."""
         self._stop.set()
+        if self.endpoint is not None:
+            self.endpoint.stop()
+        if self.health is not None:
+            self.health.stop()
         if self.server is not None:
             self.server.stop()
         if self._periodic is not None:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()
         LOG.info("nova-sched %s stopped", CONF.host)
+
+
+def open_endpoint(registry, health, before_scrape=None) -> PrometheusEndpoint:
+    """The /metrics and /healthz endpoint on ``[prometheus] host`` and
+    ``port`` (not yet serving); ConfigurationError if it cannot listen."""
+    host, port = CONF.prometheus.host, CONF.prometheus.port
+    try:
+        return PrometheusEndpoint(host, port, registry, health, before_scrape)
+    except OSError as err:
+        raise exception.ConfigurationError(
+            f"cannot serve [prometheus] on {host}:{port}: {err.strerror or err}")

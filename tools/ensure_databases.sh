@@ -21,7 +21,10 @@ wait_port() {
 }
 
 if ! port_open 5432 && command -v pg_ctlcluster >/dev/null 2>&1; then
-    for version in $(ls /etc/postgresql 2>/dev/null); do
+    for version_dir in /etc/postgresql/*; do
+        # An unmatched glob stays literal: no cluster is configured.
+        [ -e "$version_dir" ] || continue
+        version=${version_dir##*/}
         say "starting PostgreSQL $version"
         pg_ctlcluster --skip-systemctl-redirect "$version" main start >/dev/null 2>&1 || true
     done

@@ -8,8 +8,10 @@ retries; schema not synced), with a one-line reason on stderr.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 
 import nova_sched  # noqa: F401  (selects oslo.service's threading backend)
@@ -40,7 +42,7 @@ def _validate() -> None:
     check_startup()
 
 
-def _serve_until_signalled() -> int:
+def _serve_until_signalled(worker_health_dir: str | None = None) -> int:
     from nova_sched.service import SchedulerService
 
     stop = threading.Event()
@@ -52,8 +54,14 @@ def _serve_until_signalled() -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    service = SchedulerService()
-    service.start()
+    service = SchedulerService(worker_health_dir=worker_health_dir)
+    try:
+        service.start()
+    except exception.ConfigurationError as err:
+        print(f"nova-sched: {err.message}", file=sys.stderr)
+        LOG.error("Refusing to start: %s", err.message)
+        service.stop()
+        return 2
     while not stop.wait(1.0):
         pass
     service.stop()
@@ -61,25 +69,62 @@ def _serve_until_signalled() -> int:
 
 
 def _run_workers(count: int) -> int:
-    """Fork ``count`` processes, each a full consumer of the topic."""
+    """Fork ``count`` processes, each a full consumer of the topic.
+
+    With ``[prometheus] enabled`` the parent serves the endpoint: the
+    workers' instruments write to prometheus_client's multiprocess files
+    in a directory of the parent's, which adds them up on each scrape, and
+    each worker's health is a file there too.
+    """
     from nova_sched.db import api as db_api
+
+    metrics_dir = endpoint = files = None
+    children: list[int] = []
+    if CONF.prometheus.enabled:
+        from prometheus_client import CollectorRegistry, ProcessCollector, multiprocess
+
+        from nova_sched.health import WorkerHealthFiles
+        from nova_sched.service import open_endpoint
+
+        metrics_dir = tempfile.mkdtemp(prefix="nova-sched-metrics-")
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=metrics_dir)
+        ProcessCollector(registry=registry)  # the parent's own process
+        files = WorkerHealthFiles(metrics_dir)
+
+        def _health() -> str | None:
+            gone = count - len(children)
+            if gone:
+                return f"{gone} of {count} workers have exited"
+            return files.reason(children)
+
+        try:
+            endpoint = open_endpoint(registry, _health)
+        except exception.ConfigurationError as err:
+            print(f"nova-sched: {err.message}", file=sys.stderr)
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            return 2
 
     # Pooled connections opened by the start-up checks must not be shared
     # by the children: each opens its own.
     db_api.get_engine().dispose()
-    children: list[int] = []
     for _ in range(count):
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
-                code = _serve_until_signalled()
+                if metrics_dir is not None:
+                    from nova_sched.scheduler.metrics import enable_multiprocess
+
+                    endpoint.close_in_child()
+                    enable_multiprocess(metrics_dir)
+                code = _serve_until_signalled(worker_health_dir=metrics_dir)
             finally:
                 os._exit(code)
         children.append(pid)
 
     def _forward(signum, _frame):
-        for child in children:
+        for child in list(children):
             try:
                 os.kill(child, signum)
             except ProcessLookupError:
@@ -87,10 +132,24 @@ def _run_workers(count: int) -> int:
 
     signal.signal(signal.SIGTERM, _forward)
     signal.signal(signal.SIGINT, _forward)
+    if endpoint is not None:
+        endpoint.start()
     worst = 0
-    for child in children:
-        _, status = os.waitpid(child, 0)
-        worst = max(worst, os.waitstatus_to_exitcode(status) & 0xFF)
+    try:
+        while children:
+            pid, status = os.wait()
+            if pid in children:
+                children.remove(pid)
+            worst = max(worst, os.waitstatus_to_exitcode(status) & 0xFF)
+            if metrics_dir is not None:
+                # Its live gauges leave the sums; its counters stay counted.
+                multiprocess.mark_process_dead(pid, metrics_dir)
+                files.forget(pid)
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return worst
 
 

@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="seed of the fleet and of the request stream "
                         "(default: 0)")
     parser.add_argument("--plot", metavar="FILE.png",
-                        help="draw per-host utilisation to this file "
+                        help="draw placements per second and per-host "
+                        "utilisation to this file "
                         "(needs matplotlib: pip install 'nova-sched[plot]')")
     parser.add_argument("--json", action="store_true",
                         help="print the summary as one JSON object")
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         report.plot(args.plot, result.usage, result.shapes,
                     f"nova-sched-sim: {summary['placed']} of {summary['instances']} "
-                    f"instances on {summary['hosts']} hosts (seed {summary['seed']})")
+                    f"instances on {summary['hosts']} hosts (seed {summary['seed']})",
+                    timeline=summary["placements_per_second"])
         summary["plot"] = args.plot
 
     if args.json:

@@ -252,13 +252,19 @@ def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def ping() -> None:
+    """One ``SELECT 1``: returns if the database answers, else raises the
+    driver's error (an SQLAlchemyError)."""
+    with get_engine().connect() as conn:
+        conn.execute(sa.text("SELECT 1"))
+
+
 def wait_for_database(retries: int, interval: float) -> None:
     """Block until the database answers; DatabaseUnavailable after retries."""
     last: Exception | None = None
     for attempt in range(retries + 1):
         try:
-            with get_engine().connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
+            ping()
             return
         except sa_exc.SQLAlchemyError as err:
             last = err

@@ -36,6 +36,7 @@ from nova_sched.scheduler.claims import Claim, ClaimStore, Placement
 from nova_sched.scheduler.cycle_state import CycleState
 from nova_sched.scheduler.decision_stats import DecisionStats
 from nova_sched.scheduler.driver import Decision, Scheduler, Selection
+from nova_sched.scheduler.metrics import SchedulerMetrics
 from nova_sched.scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -77,8 +78,9 @@ class SchedulingCycle:
     """
 
     def __init__(self, driver: Scheduler, host_manager, claims: ClaimStore,
-                 compute_api, notifier):
+                 compute_api, notifier, metrics: SchedulerMetrics | None = None):
         self.driver = driver
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.host_manager = host_manager
         self.claims = claims
         self.compute_api = compute_api
@@ -132,6 +134,8 @@ class SchedulingCycle:
             except exception.DatabaseUnavailable:
                 raise
             except Exception as err:
+                if isinstance(err, exception.NoValidHost):
+                    self.metrics.no_valid_host.inc()
                 yield Outcome(uuid, error=err)
 
     def standing(self, spec: RequestSpec) -> dict:
@@ -188,7 +192,9 @@ class SchedulingCycle:
             selections = self._claim_best(spec, group, uuid, placement_index,
                                           alternates)
         finally:
-            self.stats.record(time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self.stats.record(elapsed)
+            self.metrics.decided(elapsed)
         if boot is not None:
             try:
                 self._cast(context, spec, uuid, index, selections[0], boot)
@@ -273,6 +279,7 @@ class SchedulingCycle:
                 self.host_manager.refresh(
                     force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
                 decision = self.decide(spec, group, uuid)
+                self.metrics.filtered(decision.filtered.removed_counts())
                 if not len(decision.order):
                     reason = decision.reason()
                     if lost:
@@ -297,6 +304,7 @@ class SchedulingCycle:
                 return [chosen] + rest
             except exception.ClaimFailed:
                 lost += 1
+                self.metrics.claims_lost.inc()
                 LOG.info("Lost the claim for %s on %s/%s to another scheduler; "
                          "deciding again", uuid, chosen.host, chosen.nodename)
                 self.host_manager.refresh_node(chosen.node_id)

@@ -13,6 +13,7 @@ daemon down or to lose the next request.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import traceback
 
@@ -30,11 +31,30 @@ from nova_sched.scheduler import (compute_report, driver, recovery, request,
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
+from nova_sched.scheduler.metrics import SchedulerMetrics
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
 from nova_sched.scheduler.report_ingest import ReportIngest
 
 LOG = logging.getLogger(__name__)
+
+
+def _counted(method):
+    """Count each call of an RPC method in ``nova_sched_requests_total``:
+    outcome ``ok``, or what its exception says (``_outcome_of``)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def counted(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+        except Exception as err:
+            self.metrics.request(name, _outcome_of(err))
+            raise
+        self.metrics.request(name, "ok")
+        return result
+
+    return counted
 
 
 class SchedulerManager:
@@ -43,14 +63,16 @@ class SchedulerManager:
     target = messaging.Target(version="2.10")
 
     def __init__(self, transport, notification_transport=None,
-                 host_manager: HostManager | None = None):
+                 host_manager: HostManager | None = None,
+                 metrics: SchedulerMetrics | None = None):
         self.host = CONF.host
         self.host_manager = host_manager or HostManager()
+        self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
         self.cycle = SchedulingCycle(
             driver.load_driver(CONF.scheduler.driver, self.host_manager),
             self.host_manager, DatabaseClaims(),
-            compute_rpcapi.ComputeAPI(transport), self.notifier)
+            compute_rpcapi.ComputeAPI(transport), self.notifier, self.metrics)
         self.parked = ParkedRequests()
         self.reports = ReportIngest(self.host_manager)
 
@@ -69,23 +91,28 @@ class SchedulerManager:
             spec = request.parse(request_spec, filter_properties)
         except exception.InvalidRequestSpec as err:
             self._reject(context, request_spec, err)
+            self.metrics.request("run_instance", "invalid")
             return
         boot = BootArgs(admin_password, injected_files, requested_networks,
                         is_first_time, legacy_bdm_in_spec)
         try:
-            self._handle(context, spec, boot)
+            outcome = self._handle(context, spec, boot)
         except exception.DatabaseUnavailable as err:
+            outcome = "parked"
             LOG.error("Request %s for instances %s could not reach the database "
                       "(%s); parked until it answers again", context.request_id,
                       spec.instance_uuids, err.message)
             self.parked.park(ParkedRequest(context, request_spec, filter_properties,
                                            boot, spec.instance_uuids,
                                            ack=topic_consumer.defer_ack()))
+        self.metrics.request("run_instance", outcome)
 
-    def _handle(self, context, spec: request.RequestSpec, boot: BootArgs) -> None:
-        """Schedule a parsed request; only DatabaseUnavailable escapes."""
+    def _handle(self, context, spec: request.RequestSpec, boot: BootArgs) -> str:
+        """Schedule a parsed request; its outcome for the metrics (``ok``,
+        ``no_valid_host``, ``invalid``, ``error`` or ``duplicate``). Only
+        DatabaseUnavailable escapes."""
         try:
-            self._run_instance(context, spec, boot)
+            return self._run_instance(context, spec, boot)
         except exception.DatabaseUnavailable:
             raise
         except Exception:
@@ -95,8 +122,9 @@ class SchedulerManager:
                 self._set_error(context, spec.raw, uuid,
                                 "Unexpected scheduler error; see the scheduler log",
                                 details=traceback.format_exc())
+            return "error"
 
-    def _run_instance(self, context, spec: request.RequestSpec, boot: BootArgs):
+    def _run_instance(self, context, spec: request.RequestSpec, boot: BootArgs) -> str:
         sizes = {k: getattr(spec, k) for k in
                  ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap")}
         stored = db_instances.StoredRequest(
@@ -121,15 +149,22 @@ class SchedulerManager:
             # acknowledging it: there is nothing left to do.
             LOG.info("Request %s for instances %s was handled already",
                      context.request_id, spec.instance_uuids)
-            return
+            return "duplicate"
+        failures = set()
         with EventReporter(context, "schedule", pending, self.host,
                            started=started) as events:
             self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot,
                                                standing=standing, events=events):
                 if outcome.error is not None:
+                    failures.add(_outcome_of(outcome.error))
                     self._fail(context, spec, outcome, events)
             self.notifier.run_instance_end(context, spec.raw)
+        # The worst of the request's instances.
+        for worst in ("error", "invalid", "no_valid_host"):
+            if worst in failures:
+                return worst
+        return "ok"
 
     def _fail(self, context, spec, outcome, events) -> None:
         """One instance could not be placed: ERROR, fault, event, notification."""
@@ -220,6 +255,7 @@ class SchedulerManager:
     # -- select_destinations ------------------------------------------------
     @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
+    @_counted
     def select_destinations(self, context, request_spec, filter_properties,
                             return_alternates=False):
         """Choose and claim a node for every instance, or for none.
@@ -255,10 +291,15 @@ class SchedulerManager:
         except exception.InvalidComputeReport as err:
             host = compute_node.get("host") if isinstance(compute_node, dict) else None
             LOG.error("Ignored report from compute host %r: %s", host, err.reason)
+            self.metrics.report("invalid")
+            self.metrics.request("compute_node_update", "invalid")
             return
         self.reports.submit(values)
+        self.metrics.report("accepted")
+        self.metrics.request("compute_node_update", "ok")
 
     @messaging.expose
+    @_counted
     def compute_node_delete(self, context, host, nodename):
         """Forget a node: it takes no more instances."""
         if db_nodes.mark_deleted(host, nodename):
@@ -266,12 +307,14 @@ class SchedulerManager:
         self.host_manager.note_deleted(host, nodename)
 
     @messaging.expose
+    @_counted
     def instance_delete(self, context, instance_uuid):
         """Release an instance's claim."""
         self.cycle.release([instance_uuid])
         db_instances.mark_deleted(instance_uuid)
 
     @messaging.expose
+    @_counted
     def sync_instance_info(self, context, host, instance_uuids):
         """Reconcile the claims on ``host`` with the instances it runs.
 
@@ -296,6 +339,7 @@ class SchedulerManager:
     # -- explain ------------------------------------------------------------
     @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
+    @_counted
     def explain(self, context, request_spec, filter_properties):
         """A dry run: what each filter removed and how survivors weigh.
 
@@ -304,3 +348,12 @@ class SchedulerManager:
         is claimed or recorded.
         """
         return self.cycle.explain(request.parse(request_spec, filter_properties))
+
+
+def _outcome_of(err: BaseException) -> str:
+    """The metrics' name for a failed request or instance."""
+    if isinstance(err, exception.NoValidHost):
+        return "no_valid_host"
+    if isinstance(err, exception.InvalidRequestSpec):
+        return "invalid"
+    return "error"

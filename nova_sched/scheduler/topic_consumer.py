@@ -76,6 +76,10 @@ _ACK_BATCH = 32
 _ACK_DELAY = 0.01
 # Frames handled straight from the read buffer per poll (_drain_buffered).
 _DRAIN_FRAMES = 192
+# Seconds without a poll of the broker after which the consumer counts as
+# stalled (it polls at least every _IDLE_POLL; oslo's reconnection loop
+# holds it longer while the broker is away).
+_STALLED = 20.0
 
 
 def supports(transport) -> bool:
@@ -215,6 +219,7 @@ class TopicConsumer:
         self._ready_since = 0.0
         self._held: set[int] = set()
         self.ready = threading.Event()
+        self._last_poll = time.monotonic()
         self._on_backlog = on_backlog
         self._backlog = 0.0
         self._next_sample = 0.0
@@ -276,6 +281,21 @@ class TopicConsumer:
         """oslo.messaging's connection this consumer reads (None unless started)."""
         return self._conn
 
+    def problem(self) -> str | None:
+        """Why this consumer is not consuming its topic now; None if it is."""
+        topic = self._target.topic
+        if self._consumer is None or not self.ready.is_set():
+            return f"not consuming topic {topic} yet"
+        if self._stopping.is_set():
+            return f"stopping: no longer consuming topic {topic}"
+        if not self._consumer.is_alive():
+            return f"the consumer of topic {topic} has stopped"
+        quiet = time.monotonic() - self._last_poll
+        if quiet > _STALLED:
+            return (f"not consuming topic {topic}: no poll of the broker for "
+                    f"{quiet:.0f} s (reconnecting?)")
+        return None
+
     def in_hand(self) -> int:
         """Requests taken from the broker and not yet acknowledged."""
         with self._lock:
@@ -297,6 +317,7 @@ class TopicConsumer:
                 patched = transport
             self._sample_backlog()
             busy = self.in_hand() > 0 or bool(self._ready)
+            self._last_poll = time.monotonic()
             try:
                 self.ready.set()
                 conn.consume(timeout=_BUSY_POLL if busy else _IDLE_POLL)

@@ -1,8 +1,9 @@
 """The demo's figures: gathered from the database and the timers, then shown.
 
 ``summarize`` builds one dict (the ``--json`` object); ``format_text``
-renders it as the terminal summary; ``plot`` draws per-host utilisation
-with matplotlib (an optional extra, ``pip install nova-sched[plot]``).
+renders it as the terminal summary; ``plot`` draws the placements per
+second and per-host utilisation with matplotlib (an optional extra,
+``pip install nova-sched[plot]``).
 
 The figures:
 
@@ -16,6 +17,11 @@ The figures:
   instance: filter, weigh and the claim's database transaction;
 - ``request_ms``: from the client's ``run_instance`` cast to the arrival of
   the compute cast at the fake node, per placed instance;
+- ``placements_per_second``: ``placed`` and ``failed`` counted per whole
+  second since the first cast (function ``placements_per_second``); a
+  placement counts when its compute cast arrives, a failure when the demo's poll
+  sees the instance in ERROR (up to ``boot._ERROR_POLL_INTERVAL`` late),
+  so each list sums to its total;
 - utilisation: each node's claims (``db.allocations.usage_by_node``) as a
   share of its allocatable capacity, ``total x ratio - reserved`` with the
   ratio the scheduler's resource model gives the node (its own reported
@@ -32,7 +38,7 @@ import collections
 import re
 import resource
 import sys
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -146,6 +152,26 @@ def state_bytes(host_manager) -> int:
     return total
 
 
+def placements_per_second(placed_at: Iterable[float], failed_at: Iterable[float],
+                          start: float) -> dict[str, list[int]]:
+    """Placed and failed instances per whole second since ``start``.
+
+    Second ``i`` holds the outcomes timed in ``[start + i, start + i + 1)``;
+    both lists cover the same seconds, up to the last outcome of either
+    kind, with zeros for seconds in which nothing finished, so each sums to
+    its total. An outcome timed before ``start`` (a clock read just ahead
+    of it) counts in second 0 rather than being lost.
+    """
+    placed = [max(int(at - start), 0) for at in placed_at]
+    failed = [max(int(at - start), 0) for at in failed_at]
+    seconds = max(placed + failed, default=-1) + 1
+    counts = {"placed": [0] * seconds, "failed": [0] * seconds}
+    for key, buckets in (("placed", placed), ("failed", failed)):
+        for second in buckets:
+            counts[key][second] += 1
+    return counts
+
+
 def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outcome,
               stats, startup_s: float, total_s: float, window: int,
               reschedules: int, state_mb: float) -> dict[str, Any]:
@@ -178,6 +204,9 @@ def summarize(*, hosts: int, instances: int, requests, seed: int, tracker, outco
         "decision_ms": {k: round(float(v), 3) for k, v in
                         zip(("p50", "p99"), (decision_pcts[50], decision_pcts[99]))},
         "request_ms": _percentiles(tracker.request_ms()),
+        "placements_per_second": placements_per_second(
+            tracker.arrived_at.values(), tracker.failed_at.values(),
+            outcome.first_cast),
         "utilisation": {res: _spread(_shares(usage, res))
                         for res in ("ram", "vcpu", "disk")},
         "instances_per_host": _spread(np.array([u["instances"] for u in usage],
@@ -256,34 +285,78 @@ def plot_available() -> bool:
 
 
 def plot(path: str, usage: list[dict[str, Any]], shapes: dict[str, Any],
-         title: str) -> None:
-    """Per-host RAM and vCPU utilisation, hosts grouped by shape."""
+         title: str, timeline: dict[str, list[int]] | None = None) -> None:
+    """Placements per second over the boot, then per-host RAM and vCPU use.
+
+    ``timeline`` is the summary's ``placements_per_second``; without it
+    only the utilisation panels are drawn.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     ram = _shares(usage, "ram") * 100
     vcpu = _shares(usage, "vcpu") * 100
     kinds = [getattr(shapes.get(u["host"]), "name", "?") for u in usage]
     order = sorted(range(len(usage)), key=lambda i: (kinds[i], -ram[i]))
-    fig, axes = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True)
+    if timeline is not None:
+        fig, axes = plt.subplots(3, 1, figsize=(12, 8),
+                                 gridspec_kw={"height_ratios": (1.1, 1, 1)})
+        _plot_timeline(axes[0], timeline)
+        host_axes = axes[1:]
+        host_axes[0].sharex(host_axes[1])
+    else:
+        fig, host_axes = plt.subplots(2, 1, figsize=(12, 6.5), sharex=True)
     colours = {}
     palette = plt.get_cmap("tab10")
     for kind in sorted(set(kinds)):
         colours[kind] = palette(len(colours) % 10)
     x = np.arange(len(order))
-    for ax, values, label in ((axes[0], ram, "RAM"), (axes[1], vcpu, "vCPU")):
+    for ax, values, label in ((host_axes[0], ram, "RAM"), (host_axes[1], vcpu, "vCPU")):
         ax.bar(x, values[order], width=1.0,
                color=[colours[kinds[i]] for i in order], linewidth=0)
         ax.set_ylabel(f"{label} claimed\n% of allocatable")
         ax.set_ylim(0, max(100.0, float(values.max()) * 1.05 if len(values) else 100))
+        ax.set_xlim(-0.5, max(len(order), 1) - 0.5)
         ax.grid(axis="y", alpha=0.3)
-    axes[1].set_xlabel("hosts, grouped by shape (sorted by RAM use within a shape)")
+        ax.set_title(f"{label} utilisation per host (colour: host shape)",
+                     fontsize="medium", loc="left")
+    host_axes[0].tick_params(labelbottom=False)
+    host_axes[1].set_xlabel(
+        "hosts, grouped by shape (sorted by RAM use within a shape)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
-    axes[0].legend(handles, list(colours), loc="upper right", fontsize="small",
-                   ncol=len(colours))
-    axes[0].set_title(title)
+    # Above the panel, beside its title: inside it would hide the last
+    # group's bars.
+    host_axes[0].legend(handles, list(colours), loc="lower right",
+                        bbox_to_anchor=(1.0, 1.0), fontsize="small",
+                        ncol=len(colours), frameon=False, borderaxespad=0.2,
+                        handlelength=1.2, columnspacing=1.2)
+    host_axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _plot_timeline(ax, timeline: dict[str, list[int]]) -> None:
+    """Placed and failed per second as steps, one second per step."""
+    from matplotlib.ticker import MaxNLocator
+
+    placed, failed = timeline["placed"], timeline["failed"]
+    edges = np.arange(len(placed) + 1)
+    # Steps, not points joined by lines: each value is a count over a whole
+    # second, and the area under each step line is the run's total.
+    ax.stairs(placed, edges, color="tab:green", linewidth=2, fill=False,
+              label=f"placed ({sum(placed)})")
+    ax.stairs(failed, edges, color="tab:red", linewidth=2, fill=False,
+              label=f"failed ({sum(failed)})")
+    ax.set_xlim(0, max(len(placed), 1))
+    ax.set_ylim(0, max(placed + failed + [1]) * 1.15)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("seconds since the first boot request")
+    ax.set_ylabel("instances per second")
+    ax.set_title("placements over time", fontsize="medium", loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small", framealpha=0.9)

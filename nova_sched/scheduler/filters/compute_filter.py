@@ -27,18 +27,23 @@ class ComputeFilter(filters.BaseHostFilter):
 
     def filter_all(self, cycle, rows):
         table = cycle.table
-        now, down_time = time.time(), CONF.service_down_time
-        oldest = now - table.report_lag - down_time
-        newest = now + down_time  # a compute clock ahead of ours
+        now = time.time()
         updated, disabled = table.col("service_updated"), table.col("disabled")
         if 4 * len(rows) < table.size:
-            beat = updated.take(rows)
-            return ~disabled.take(rows) & (beat >= oldest) & (beat <= newest)
+            return ~disabled.take(rows) & heartbeat_fresh(table, updated.take(rows), now)
         # Most of the table: every row, a block at a time (the temporaries
         # stay small), then the rows picked.
         up = np.empty(table.size, dtype=bool)
         for start in range(0, table.size, _BLOCK):
             block = slice(start, start + _BLOCK)
-            beat = updated[block]
-            up[block] = ~disabled[block] & (beat >= oldest) & (beat <= newest)
+            up[block] = ~disabled[block] & heartbeat_fresh(table, updated[block], now)
         return up.take(rows)
+
+
+def heartbeat_fresh(table, beats: np.ndarray, now: float) -> np.ndarray:
+    """Which of ``beats`` (service heartbeat times of ``table``'s rows) make
+    their node up: at most ``[DEFAULT] service_down_time`` old, counted
+    from ``table.report_lag`` ago, and not further ahead of our clock than
+    that either (a compute whose clock runs fast)."""
+    down_time = CONF.service_down_time
+    return (beats >= now - table.report_lag - down_time) & (beats <= now + down_time)
