@@ -43,8 +43,8 @@ scheduler_opts = [
         help="Threads per process that handle requests taken from the "
         "scheduler topic (compute reports are handled on the consumer "
         "thread itself). Keep it below the database connection pool "
-        "([database] max_pool_size + max_overflow) so that no request waits "
-        "for a connection. A daemon holds at most [oslo_messaging_rabbit] "
+        "(SQLAlchemy's: 5 connections plus 10 more under load) so that no "
+        "request waits for a connection. A daemon holds at most [oslo_messaging_rabbit] "
         "rabbit_qos_prefetch_count messages unacknowledged; the others wait "
         "in the broker's queue.",
     ),

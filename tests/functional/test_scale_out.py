@@ -243,7 +243,10 @@ PREFETCH = 64                 # [oslo_messaging_rabbit] rabbit_qos_prefetch_coun
 UNACKED_SLACK = 2
 WARMUP_REQUESTS = 300
 BURST_SECONDS = 25            # the backlog, in seconds of the daemon's rate
-BURST_MIN, BURST_MAX = 1500, 4000
+# At least enough that the backlog can show the RSS bound (2,500 x 10 KB
+# = 24 MB > 16 MB): on a slow machine the daemon's rate alone would ask
+# for fewer, and the check below could never hold.
+BURST_MIN, BURST_MAX = 2500, 4000
 CASTERS = 2
 CASTER_THREADS = 2
 SAMPLE_INTERVAL = 0.5
@@ -252,7 +255,7 @@ SAMPLE_INTERVAL = 0.5
 # warm-up having exercised every thread and cache). A request held in
 # memory costs at least ~10 KB (its 2.4 KB message on the wire plus its
 # decoded dicts, measured with tracemalloc; kombu's message and the context
-# come on top), so a daemon that took the backlog off the broker (2,000 to
+# come on top), so a daemon that took the backlog off the broker (2,500 to
 # 4,000 requests) would grow by 20-40 MB or more. 16 MB leaves 5x the
 # measured growth and still fails such a daemon; BACKLOG_KB checks that the
 # burst was large enough for that to hold.
