@@ -116,3 +116,23 @@ class ServiceNotFound(NotFound):
 
 class InstanceNotFound(NotFound):
     msg_fmt = "Instance %(uuid)s not found."
+
+
+class NovaNoValidHost(Exception):
+    """NoValidHost as today's nova receives it over RPC API 4.x.
+
+    oslo.messaging names a remote exception by its class's module and name,
+    and nova's client rebuilds only those of the modules it allows
+    (``nova.exception`` among them). Named ``nova.exception.NoValidHost``
+    with nova's ``reason`` keyword, the conductor gets its own NoValidHost
+    with our reason, and reschedules or fails the build as it would with
+    nova's scheduler.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(f"No valid host was found. {reason}")
+        self.kwargs = {"reason": reason}
+
+
+NovaNoValidHost.__module__ = "nova.exception"
+NovaNoValidHost.__name__ = NovaNoValidHost.__qualname__ = "NoValidHost"

@@ -18,6 +18,7 @@ from nova_sched.db import migration
 from nova_sched.health import HealthMonitor, WorkerHealthFiles
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
 from nova_sched.scheduler.manager import SchedulerManager
+from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from nova_sched.scheduler.metrics import SchedulerMetrics
 from nova_sched.scheduler.topic_consumer import TopicConsumer
 
@@ -82,7 +83,8 @@ class SchedulerService:
         self.manager.host_manager.full_resync()
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
-        self.server = TopicConsumer(self.transport, target, self.manager,
+        self.server = TopicConsumer(self.transport, target,
+                                    [self.manager, SchedulerManagerV4(self.manager)],
                                     rpc.ContextSerializer(),
                                     inline=("compute_node_update",),
                                     threads=CONF.scheduler.request_threads,

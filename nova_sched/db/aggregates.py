@@ -142,6 +142,66 @@ def set_metadata(name: str, metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 @db_api.retry_on_disconnect
+def replace(name: str, hosts: Iterable[str], metadata: dict[str, Any]) -> dict[str, Any]:
+    """Make aggregate ``name`` hold exactly ``hosts`` and ``metadata``,
+    creating it if needed, in one transaction: an aggregate as nova's API
+    has it (``update_aggregates``). nova checked its zone rules already."""
+    _check_text("aggregate name", name)
+    hosts = set(hosts)
+    for host in hosts:
+        _check_text("host name", host)
+    metadata = {key: str(value) for key, value in metadata.items()
+                if value not in (None, "")}
+    for key, value in metadata.items():
+        _check_text("metadata key", key)
+        _check_text(f"value of {key}", value)
+    with db_api.session_scope() as session:
+        _bump_stamp(session)
+        now = db_api.utcnow()
+        agg = _find(session, name)
+        if agg is None:
+            agg = models.Aggregate(name=name, created_at=now)
+            session.add(agg)
+            session.flush()
+        agg.updated_at = now
+        members = {row.host: row for row in session.scalars(
+            sa.select(models.AggregateHost).where(
+                models.AggregateHost.aggregate_id == agg.id))}
+        for host, row in members.items():
+            if host not in hosts:
+                session.delete(row)
+        session.add_all(models.AggregateHost(aggregate_id=agg.id, host=host)
+                        for host in sorted(hosts - members.keys()))
+        rows = {row.key: row for row in session.scalars(
+            sa.select(models.AggregateMetadata).where(
+                models.AggregateMetadata.aggregate_id == agg.id))}
+        for key, row in rows.items():
+            if key not in metadata:
+                session.delete(row)
+            elif row.value != metadata[key]:
+                row.value = metadata[key]
+        session.add_all(models.AggregateMetadata(aggregate_id=agg.id, key=key,
+                                                 value=value)
+                        for key, value in metadata.items() if key not in rows)
+        session.flush()
+        return _describe(session, [agg])[0]
+
+
+@db_api.retry_on_disconnect
+def delete(name: str) -> bool:
+    """Remove aggregate ``name`` with its hosts and metadata; False if absent."""
+    with db_api.session_scope() as session:
+        agg = _find(session, name)
+        if agg is None:
+            return False
+        _bump_stamp(session)
+        for model in (models.AggregateHost, models.AggregateMetadata):
+            session.execute(sa.delete(model).where(model.aggregate_id == agg.id))
+        session.delete(agg)
+        return True
+
+
+@db_api.retry_on_disconnect
 def list_all() -> list[dict[str, Any]]:
     """Every aggregate by name: id, name, availability_zone, hosts, metadata."""
     with db_api.session_scope() as session:

@@ -145,6 +145,8 @@ class ComputeNode(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     host: Mapped[str] = mapped_column(String(255))
     hypervisor_hostname: Mapped[str] = mapped_column(String(255))
+    # The node's uuid (today's nova's compute_node_uuid; db.node_uuids).
+    uuid: Mapped[str | None] = mapped_column(String(36))
     vcpus: Mapped[int] = mapped_column(Integer, default=0)
     memory_mb: Mapped[int] = mapped_column(Integer, default=0)
     local_gb: Mapped[int] = mapped_column(Integer, default=0)
@@ -293,3 +295,12 @@ class ChangeCounter(Base):
 
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger, default=0, nullable=False)
+
+
+class Setting(Base):
+    """Deployment-wide values kept in the database (the cell's uuid)."""
+
+    __tablename__ = "settings"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

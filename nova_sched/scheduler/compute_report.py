@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from typing import Any
 
 from nova_sched import exception
 from nova_sched.capacity import RESOURCES
+from nova_sched.db import node_uuids
 
 _REQUIRED_INTS = ("vcpus", "memory_mb", "local_gb")
 _OPTIONAL_INTS = (
@@ -105,6 +107,20 @@ def _json_text(value: Any, key: str, kind: type) -> str | None:
     return _json_value(value, key, kind)[1]
 
 
+def _node_uuid(value: Any, host: str, node: str) -> str:
+    """The node's uuid as today's nova reports it, else one of its names."""
+    if value is None:
+        return node_uuids.for_node(host, node)
+    try:
+        return str(uuid.UUID(value)) if isinstance(value, str) else _bad_uuid(value)
+    except ValueError:
+        return _bad_uuid(value)
+
+
+def _bad_uuid(value: Any) -> str:
+    raise exception.InvalidComputeReport(f"uuid must be a UUID, got {value!r}")
+
+
 def validate(report: Any) -> dict:
     """Check a compute_node dict and return the values to store.
 
@@ -119,7 +135,8 @@ def validate(report: Any) -> dict:
     for key, value in (("host", host), ("hypervisor_hostname", node)):
         if not isinstance(value, str) or not value.strip() or len(value) > 255:
             raise exception.InvalidComputeReport(f"{key} must be a non-empty name")
-    values: dict[str, Any] = {"host": host, "hypervisor_hostname": node}
+    values: dict[str, Any] = {"host": host, "hypervisor_hostname": node,
+                              "uuid": _node_uuid(report.get("uuid"), host, node)}
     for key in _REQUIRED_INTS:
         values[key] = _int(report, key, required=True)
     for key in _OPTIONAL_INTS + ("free_ram_mb", "free_disk_gb"):

@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from nova_sched import exception
+from nova_sched.conf import CONF
 from nova_sched.scheduler import loadables
 from nova_sched.scheduler.cycle_state import CycleState
 from nova_sched.scheduler.filters import FilterResult
@@ -45,6 +46,9 @@ class Selection:
     limits: dict
     weight: float = 0.0
     ratios: dict = dataclasses.field(default_factory=dict)
+    # What today's nova's Selection object carries besides.
+    node_uuid: str | None = None
+    availability_zone: str | None = None
 
     def to_dict(self) -> dict:
         return {"host": self.host, "nodename": self.nodename, "limits": self.limits}
@@ -125,9 +129,13 @@ class Scheduler:
                   ) -> Selection:
         """The node at ``row`` of ``cycle.table``, ready to claim and cast."""
         state = cycle.table.states[row]
+        zones = state.availability_zones
         return Selection(host=state.host, nodename=state.nodename,
                          node_id=state.node_id, limits=self.limits(cycle, row),
-                         weight=weight, ratios=cycle.resources.ratios_at(row))
+                         weight=weight, ratios=cycle.resources.ratios_at(row),
+                         node_uuid=state.uuid,
+                         availability_zone=(min(zones) if zones
+                                            else CONF.default_availability_zone))
 
 
 def load_driver(name: str, host_manager) -> Scheduler:

@@ -50,7 +50,7 @@ _OVERLAP_US = 2_000_000
 
 
 # The report fields a HostState is built from; the rest are row numbers.
-_DESCRIPTIVE = ("hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
+_DESCRIPTIVE = ("uuid", "hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
                 "supported_instances", "stats", "metrics", "pci_stats",
                 "numa_topology")
 # Of those, the texts hosts of one model share: kept once (interned), not
@@ -260,6 +260,7 @@ class HostManager:
             host=node["host"],
             nodename=node["hypervisor_hostname"],
             node_id=node_id,
+            uuid=text["uuid"],
             hypervisor_type=text["hypervisor_type"],
             hypervisor_version=text["hypervisor_version"],
             hypervisor_hostname=node["hypervisor_hostname"],

@@ -75,6 +75,7 @@ class HostState:
     host: str
     nodename: str
     node_id: int
+    uuid: str | None = None  # today's nova's compute node uuid
     hypervisor_type: str | None = None
     hypervisor_version: int | None = None
     hypervisor_hostname: str | None = None

@@ -267,16 +267,26 @@ class SchedulerManager:
         earlier instances of the request are then released.
         """
         spec = request.parse(request_spec, filter_properties)
-        alternates = CONF.scheduler.max_attempts - 1 if return_alternates else 0
+        chosen = self.select(context, spec, return_alternates)
+        if return_alternates:
+            return [[s.to_dict() for s in selections] for selections in chosen]
+        return [selections[0].to_dict() for selections in chosen]
+
+    def select(self, context, spec: request.RequestSpec, alternates: bool
+               ) -> list[list]:
+        """Claim a node for every instance of ``spec``, or for none: per
+        instance, the Selection claimed then (with ``alternates``) up to
+        ``max_attempts - 1`` unclaimed alternates. The first error (such as
+        NoValidHost) is raised after the earlier claims are released. Both
+        RPC APIs' ``select_destinations`` are this."""
+        count = CONF.scheduler.max_attempts - 1 if alternates else 0
         placed = []
-        for outcome in self.cycle.schedule(context, spec, alternates=alternates):
+        for outcome in self.cycle.schedule(context, spec, alternates=count):
             if outcome.error is not None:
                 self.cycle.release([o.instance_uuid for o in placed if o.instance_uuid])
                 raise outcome.error
             placed.append(outcome)
-        if return_alternates:
-            return [[s.to_dict() for s in o.selections] for o in placed]
-        return [o.selections[0].to_dict() for o in placed]
+        return [outcome.selections for outcome in placed]
 
     # -- host state reports -------------------------------------------------
     @messaging.expose
@@ -332,7 +342,12 @@ class SchedulerManager:
             LOG.info("Releasing %d claims on %s that it no longer reports", len(stale),
                      host)
             self.cycle.release(stale)
-        unknown = listed - set(held)
+        self.note_instances(host, listed - set(held))
+
+    def note_instances(self, host: str, instance_uuids) -> None:
+        """Instances running on ``host``: those the scheduler does not know
+        are recorded there (the affinity filters count them)."""
+        unknown = set(instance_uuids) - set(self.cycle.claims.held_on_host(host))
         if unknown:
             db_instances.record_unknown(sorted(unknown), host)
 

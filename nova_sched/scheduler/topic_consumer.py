@@ -175,26 +175,34 @@ class _ReplyVia:
 class TopicConsumer:
     """Consumes a topic's queues for one RPC endpoint, acknowledging late.
 
-    ``inline`` names the endpoint methods run on the consumer thread (they
+    ``endpoints`` is one endpoint or a list of them (one per major API
+    version). ``inline`` names the first endpoint's methods run on the
+    consumer thread (they
     must be quick and must not block); the rest run on ``threads`` worker
     threads. ``serializer`` turns wire contexts into the endpoint's.
     ``on_backlog(seconds)`` is told, about once a second, how far behind the
     topic's queue the consumer runs (``backlog_seconds``).
     """
 
-    def __init__(self, transport, target: messaging.Target, endpoint: Any,
+    def __init__(self, transport, target: messaging.Target, endpoints: Any,
                  serializer, inline: Iterable[str] = (), threads: int = 8,
                  on_backlog: Callable[[float], None] | None = None):
         if not supports(transport):
             raise exception.ConfigurationError(
                 "the scheduler daemon needs an AMQP transport (rabbit:// or "
                 "kombu+memory://); transport_url names another kind")
+        # One endpoint, or several of different major versions (oslo's
+        # dispatcher picks by the caller's version); inline methods are
+        # the first endpoint's.
+        endpoints = (list(endpoints) if isinstance(endpoints, (list, tuple))
+                     else [endpoints])
+        endpoint = endpoints[0]
         self._driver = transport._driver
         self._target = target
         self._endpoint = endpoint
         self._serializer = serializer
         self._dispatcher = rpc_dispatcher.RPCDispatcher(
-            [endpoint], serializer, messaging.ExplicitRPCAccessPolicy)
+            endpoints, serializer, messaging.ExplicitRPCAccessPolicy)
         endpoint_target = getattr(endpoint, "target", None)
         self._endpoint_version = getattr(endpoint_target, "version", None) or "1.0"
         self._compatible: dict[Any, bool] = {}

@@ -1,0 +1,92 @@
+"""Today's nova asking nova-sched: run with the python of a venv holding nova.
+
+    <venv>/bin/python tests/functional/nova_client_driver.py \
+        --transport-url URL --exchange EXCHANGE --case NAME [--uuids U1,U2]
+        [--az ZONE] [--ignore-host HOST] [--memory-mb N] [--version-cap V]
+
+Builds a ``RequestSpec`` the way nova-conductor does and calls
+``select_destinations`` through nova's own ``nova.scheduler.rpcapi.
+SchedulerAPI`` (``return_objects=True, return_alternates=True``), over
+the real broker. Prints one JSON object: the Selections as nova's
+serializer rebuilt them (``{"selections": [[{...}, ...], ...]}``), or the
+exception nova's client raised (``{"error": {"module", "class", "message"}}``).
+This file is not a test module: the test in test_nova_client.py runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport-url", required=True)
+    parser.add_argument("--exchange", required=True)
+    parser.add_argument("--uuids", required=True)
+    parser.add_argument("--az")
+    parser.add_argument("--ignore-host", action="append", default=[])
+    parser.add_argument("--memory-mb", type=int, default=512)
+    parser.add_argument("--version-cap")
+    args = parser.parse_args()
+
+    import nova.conf
+    from nova import context as nova_context
+    from nova import objects, rpc
+    from nova.scheduler import rpcapi
+
+    conf = nova.conf.CONF
+    conf([], project="nova", default_config_files=[])
+    objects.register_all()
+    conf.set_override("transport_url", args.transport_url)
+    if args.version_cap:
+        conf.set_override("scheduler", args.version_cap, group="upgrade_levels")
+    rpc.init(conf)
+    conf.set_override("control_exchange", args.exchange)
+
+    ctxt = nova_context.get_admin_context()
+    ctxt.project_id, ctxt.user_id = "demo-project", "demo-user"
+    flavor = objects.Flavor(name="m1.small", flavorid="2", memory_mb=args.memory_mb,
+                            vcpus=1, root_gb=1, ephemeral_gb=0, swap=0,
+                            extra_specs={})
+    image = objects.ImageMeta.from_dict({
+        "id": str(uuid.uuid4()), "name": "cirros", "container_format": "bare",
+        "disk_format": "qcow2", "properties": {"hw_architecture": "x86_64"}})
+    uuids = args.uuids.split(",")
+    spec = objects.RequestSpec(
+        ctxt, flavor=flavor, image=image, num_instances=len(uuids),
+        project_id="demo-project", user_id="demo-user",
+        availability_zone=args.az, scheduler_hints={},
+        ignore_hosts=args.ignore_host or None, force_hosts=None,
+        force_nodes=None, instance_uuid=uuids[0], is_bfv=False,
+        instance_group=None, retry=None, limits=objects.SchedulerLimits(),
+        security_groups=objects.SecurityGroupList(objects=[]),
+        pci_requests=objects.InstancePCIRequests(requests=[]),
+        numa_topology=None, requested_destination=None)
+    try:
+        answer = rpcapi.SchedulerAPI().select_destinations(
+            ctxt, spec, uuids, return_objects=True, return_alternates=True)
+    except Exception as err:  # what nova's client raised is the result
+        print(json.dumps({"error": {"module": type(err).__module__,
+                                    "class": type(err).__name__,
+                                    "message": str(err)}}))
+        return 0
+    print(json.dumps({"selections": [[{
+        "object": type(s).__name__,
+        "compute_node_uuid": str(s.compute_node_uuid),
+        "service_host": s.service_host,
+        "nodename": s.nodename,
+        "cell_uuid": str(s.cell_uuid),
+        "limits": None if s.limits is None else {
+            "memory_mb": s.limits.memory_mb, "vcpu": s.limits.vcpu,
+            "disk_gb": s.limits.disk_gb},
+        "availability_zone": s.availability_zone,
+        "allocation_request": s.allocation_request,
+    } for s in per_instance] for per_instance in answer]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
