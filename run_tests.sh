@@ -36,5 +36,11 @@ python3 -m pip install -q -e '.[test]' </dev/null
 tools/ensure_rabbitmq.sh
 # The PostgreSQL and MariaDB tests use the local servers when installed.
 tools/ensure_databases.sh
+# Today's nova, in a venv of its own (it pins its own dependencies), for the
+# test where nova's SchedulerAPI calls the daemon (tests/functional/
+# test_nova_client.py); made once, then reused.
+export NOVA_SCHED_NOVA_VERSION="${NOVA_SCHED_NOVA_VERSION:-34.*}"
+export NOVA_SCHED_NOVA_VENV="${NOVA_SCHED_NOVA_VENV:-$HOME/.cache/nova-sched/nova-venv-${NOVA_SCHED_NOVA_VERSION//\*/x}}"
+tools/nova_venv.sh "$NOVA_SCHED_NOVA_VERSION" "$NOVA_SCHED_NOVA_VENV"
 
 exec python3 -m pytest -q "$@"

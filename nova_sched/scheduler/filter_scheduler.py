@@ -122,7 +122,8 @@ class FilterScheduler(driver.Scheduler):
         return limits
 
     def _candidates(self, cycle: CycleState, forced: bool):
-        """Live rows after ignore_hosts and force_hosts/force_nodes, what
+        """Live rows after ignore_hosts, requested_destination and
+        force_hosts/force_nodes, what
         those removed (FilterResult.removals) and how many were live."""
         table, spec = cycle.table, cycle.spec
         rows = self.host_manager.candidates()
@@ -133,6 +134,16 @@ class FilterScheduler(driver.Scheduler):
                        for r in table.host_rows.get(h, ())]
             mask = ~among(table, rows, ignored)
             removals.append(("ignore_hosts", rows, ~mask, len(rows) - int(mask.sum())))
+            rows = rows[mask]
+        if spec.destination is not None:
+            # nova's requested_destination (a move, or a boot with a host):
+            # only that host (and node), but, unlike force_hosts, filtered.
+            host, node = spec.destination
+            wanted = [r for r in table.host_rows.get(host, ())
+                      if node is None or table.states[r].nodename == node]
+            mask = among(table, rows, wanted)
+            removals.append(("requested_destination", rows, ~mask,
+                             len(rows) - int(mask.sum())))
             rows = rows[mask]
         if forced:
             hosts = {h.lower() for h in spec.force_hosts}

@@ -52,6 +52,9 @@ class RequestSpec:
     force_nodes: list[str]
     ignore_hosts: list[str]
     instance_group: dict | None
+    # (host, node or None): today's nova's requested_destination, which
+    # narrows the candidates as force_hosts does but keeps the filters.
+    destination: tuple[str, str | None] | None = None
 
     @property
     def disk_mb(self) -> int:
@@ -127,6 +130,17 @@ def _str_list(value: Any, field: str, uuids: list[str]) -> list[str]:
     ):
         raise _fail(f"{field} must be a list of names", uuids)
     return list(value)
+
+
+def _destination(value: Any, uuids: list[str]) -> tuple[str, str | None] | None:
+    if value is None:
+        return None
+    host = value.get("host") if isinstance(value, dict) else None
+    node = value.get("node") if isinstance(value, dict) else None
+    if not isinstance(host, str) or not host or not isinstance(node, (str, type(None))):
+        raise _fail("requested_destination must be {'host': name, 'node': name or "
+                    "null}", uuids)
+    return host, node or None
 
 
 def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
@@ -248,5 +262,6 @@ def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
         force_nodes=_str_list(fprops.get("force_nodes"), "force_nodes", uuids),
         ignore_hosts=_str_list(fprops.get("ignore_hosts"), "ignore_hosts", uuids),
         instance_group=group,
+        destination=_destination(fprops.get("requested_destination"), uuids),
         **sizes,
     )

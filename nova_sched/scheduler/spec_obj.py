@@ -25,11 +25,10 @@ What is mapped (nova field -> Havana key):
 * ``availability_zone``, ``project_id``, ``user_id``, ``num_instances``,
   ``instance_uuid`` -> ``instance_properties``;
 * ``force_hosts``, ``force_nodes``, ``ignore_hosts`` -> filter_properties;
-* ``requested_destination`` with a host -> ``force_hosts`` (and
-  ``force_nodes`` with a node), and kept as
-  ``filter_properties['requested_destination']`` = ``{'host', 'node'}``;
-  NOTE nova still runs the filters on a requested destination while a
-  forced host skips them here (see ``filter_scheduler``);
+* ``requested_destination`` with a host ->
+  ``filter_properties['requested_destination']`` = ``{'host', 'node'}``:
+  the candidates narrowed to it and, as in nova, still filtered
+  (``filter_scheduler``), where ``force_hosts`` skips the filters;
 * ``instance_group`` -> ``request_spec['instance_group']`` (``uuid``,
   ``name``, ``policy`` (``policies[0]`` before InstanceGroup 1.11),
   ``rules`` with ``max_server_per_host`` as a number, ``members``, ``hosts``);
@@ -360,11 +359,8 @@ def _destination(value: Any, where: str) -> tuple[str, str | None] | None:
 
 def _apply_destination(fprops: dict, destination: tuple[str, str | None]) -> None:
     host, node = destination
-    # nova narrows the hosts to the destination before force_* apply; a
-    # forced node of that host still narrows further.
-    fprops["force_hosts"] = [host]
-    if node:
-        fprops["force_nodes"] = [node]
+    # As nova's host manager: the candidates narrowed to the destination,
+    # the filters still run (force_hosts, by contrast, skips them).
     fprops["requested_destination"] = {"host": host, "node": node}
 
 

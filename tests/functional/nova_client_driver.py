@@ -37,14 +37,19 @@ def main() -> int:
     from nova import objects, rpc
     from nova.scheduler import rpcapi
 
+    from oslo_messaging import transport as om_transport
+
     conf = nova.conf.CONF
-    conf([], project="nova", default_config_files=[])
-    objects.register_all()
+    conf([], project="nova", default_config_files=[], default_config_dirs=[])
+    # oslo.messaging registers its options when it first builds a
+    # transport: register them now to point nova at the test's broker.
+    conf.register_opts(om_transport._transport_opts)
     conf.set_override("transport_url", args.transport_url)
+    conf.set_override("control_exchange", args.exchange)
     if args.version_cap:
         conf.set_override("scheduler", args.version_cap, group="upgrade_levels")
+    objects.register_all()
     rpc.init(conf)
-    conf.set_override("control_exchange", args.exchange)
 
     ctxt = nova_context.get_admin_context()
     ctxt.project_id, ctxt.user_id = "demo-project", "demo-user"
@@ -69,9 +74,15 @@ def main() -> int:
         answer = rpcapi.SchedulerAPI().select_destinations(
             ctxt, spec, uuids, return_objects=True, return_alternates=True)
     except Exception as err:  # what nova's client raised is the result
-        print(json.dumps({"error": {"module": type(err).__module__,
-                                    "class": type(err).__name__,
-                                    "message": str(err)}}))
+        from nova import exception as nova_exception
+
+        # oslo.messaging rebuilds a remote exception as a subclass of the
+        # original (NoValidHost_Remote): nova's conductor catches it as
+        # its own NoValidHost.
+        print(json.dumps({"error": {
+            "module": type(err).__module__, "class": type(err).__name__,
+            "is_nova_no_valid_host": isinstance(err, nova_exception.NoValidHost),
+            "message": str(err).splitlines()[0]}}))
         return 0
     print(json.dumps({"selections": [[{
         "object": type(s).__name__,

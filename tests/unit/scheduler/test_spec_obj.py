@@ -219,14 +219,17 @@ def test_force_and_ignore_hosts():
         ["c1"], ["n1"], ["c2"])
 
 
-def test_requested_destination_host_and_node_are_forced():
+def test_requested_destination_narrows_without_forcing():
+    """nova narrows the candidates to a requested destination and still
+    runs the filters; a forced host would skip them."""
     req = parsed(spec(requested_destination=destination("c3", "c3-node")))
-    assert (req.force_hosts, req.force_nodes) == (["c3"], ["c3-node"])
+    assert req.destination == ("c3", "c3-node")
+    assert (req.force_hosts, req.force_nodes) == ([], [])
     assert req.filter_properties["requested_destination"] == {
         "host": "c3", "node": "c3-node"}
     req = parsed(spec(requested_destination=destination("c3"),
                       force_hosts=["c1"]))
-    assert (req.force_hosts, req.force_nodes) == (["c3"], [])
+    assert req.destination == ("c3", None) and req.force_hosts == ["c1"]
 
 
 def test_requested_destination_without_host_forces_nothing():
@@ -498,7 +501,7 @@ def test_legacy_4_0_group_retry_limits_destination_hints():
                                   "rules": {}, "members": [UUID1], "hosts": ["c9"]}
     assert req.retry == {"num_attempts": 1, "hosts": [["c1", "c1-node"]]}
     assert req.filter_properties["limits"] == {"vcpu": 32, "memory_mb": 4096}
-    assert (req.force_hosts, req.force_nodes) == (["c5"], ["c5-node"])
+    assert req.destination == ("c5", "c5-node")
     assert req.scheduler_hints == {"group": GROUP_UUID, "same_host": UUID2}
     assert req.ignore_hosts == ["c7"]
 
@@ -562,6 +565,23 @@ def test_requested_destination_is_where_it_goes(manager, ctxt):
     dests = manager.select_destinations(ctxt, *spec_obj.to_legacy(
         spec(requested_destination=destination("c3", "c3")), [UUID1]))
     assert [(d["host"], d["nodename"]) for d in dests] == [("c3", "c3")]
+
+
+def test_requested_destination_is_still_filtered(manager, ctxt):
+    """A destination too small for the flavor is refused by RamFilter, as
+    nova's scheduler refuses it (a forced host would not be checked)."""
+    from nova_sched import exception
+
+    manager.compute_node_update(ctxt, compute_report("c1", memory_mb=65536))
+    manager.compute_node_update(ctxt, compute_report("c3", memory_mb=1024))
+    with pytest.raises(Exception) as info:
+        manager.select_destinations(ctxt, *spec_obj.to_legacy(
+            spec(flavor=flavor(memory_mb=4096),
+                 requested_destination=destination("c3")), [UUID1]))
+    err = info.value.exc_info[1] if hasattr(info.value, "exc_info") else info.value
+    assert isinstance(err, exception.NoValidHost)
+    assert "requested_destination removed 1" in err.reason
+    assert "RamFilter removed 1" in err.reason
 
 
 def test_reschedule_avoids_the_tried_node(manager, ctxt):
@@ -641,9 +661,8 @@ def test_captured_nova_primitives_decode(path):
         assert req.retry["num_attempts"] == max(0, retry_data["num_attempts"] - 1)
     dest = (data.get("requested_destination") or {}).get("nova_object.data") or {}
     if dest.get("host"):
-        assert req.force_hosts == [dest["host"]]
-        assert req.force_nodes == ([dest["node"]] if dest.get("node") else
-                                   data.get("force_nodes") or [])
+        assert req.destination == (dest["host"], dest.get("node") or None)
+        assert req.force_hosts == (data.get("force_hosts") or [])
 
     name = path.name
     if name == "boot_anti_affinity_group.json":
@@ -651,7 +670,7 @@ def test_captured_nova_primitives_decode(path):
     if name == "reschedule_with_retry.json":
         assert req.retry is not None
     if name == "requested_destination.json":
-        assert req.force_hosts
+        assert req.destination
     if name == "multi_create_3.json":
         assert req.num_instances == 3
     if name == "boot_full.json":
