@@ -25,7 +25,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--transport-url", required=True)
     parser.add_argument("--exchange", required=True)
-    parser.add_argument("--uuids", required=True)
+    parser.add_argument("--uuids")
+    parser.add_argument("--aggregate", help="NAME:HOST,HOST:ZONE: fanout-cast "
+                        "update_aggregates with it, instead of asking")
+    parser.add_argument("--delete-aggregate", help="NAME: fanout-cast delete_aggregate")
     parser.add_argument("--az")
     parser.add_argument("--ignore-host", action="append", default=[])
     parser.add_argument("--memory-mb", type=int, default=512)
@@ -53,6 +56,8 @@ def main() -> int:
 
     ctxt = nova_context.get_admin_context()
     ctxt.project_id, ctxt.user_id = "demo-project", "demo-user"
+    if args.aggregate or args.delete_aggregate:
+        return _fanout(args, ctxt, objects, rpcapi.SchedulerAPI())
     flavor = objects.Flavor(name="m1.small", flavorid="2", memory_mb=args.memory_mb,
                             vcpus=1, root_gb=1, ephemeral_gb=0, swap=0,
                             extra_specs={})
@@ -96,6 +101,23 @@ def main() -> int:
         "availability_zone": s.availability_zone,
         "allocation_request": s.allocation_request,
     } for s in per_instance] for per_instance in answer]}))
+    return 0
+
+
+def _fanout(args, ctxt, objects, api) -> int:
+    """nova's fanout casts about aggregates, as nova-api sends them."""
+    if args.aggregate:
+        name, hosts, zone = args.aggregate.split(":")
+        aggregate = objects.Aggregate(ctxt, id=1, uuid=str(uuid.uuid4()), name=name,
+                                      hosts=hosts.split(","),
+                                      metadata={"availability_zone": zone})
+        api.update_aggregates(ctxt, [aggregate])
+    else:
+        aggregate = objects.Aggregate(ctxt, id=1, uuid=str(uuid.uuid4()),
+                                      name=args.delete_aggregate, hosts=[],
+                                      metadata={})
+        api.delete_aggregate(ctxt, aggregate)
+    print(json.dumps({"cast": True}))
     return 0
 
 

@@ -135,3 +135,33 @@ def test_availability_zone_and_ignore_hosts_are_honoured(nova_python, nova_cloud
     _, answer = _ask(nova_python, nova_cloud, ignore_hosts=["n-1", "n-2", "n-az"])
     hosts = {c["service_host"] for c in answer["selections"][0]}
     assert hosts == {"n-3"}, answer
+
+
+def _cast(nova_python, cloud, *options) -> None:
+    done = subprocess.run([str(nova_python), str(DRIVER), "--transport-url",
+                           cloud.broker.url, "--exchange", cloud.exchange, *options],
+                          capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_novas_aggregate_fanout_reaches_the_daemon(nova_python, nova_cloud):
+    """update_aggregates and delete_aggregate, fanout casts on the
+    scheduler_fanout exchange, change what the daemon decides."""
+    def stored():
+        rows = nova_cloud.query(
+            "SELECT a.name AS name, h.host AS host FROM aggregates a "
+            "JOIN aggregate_hosts h ON h.aggregate_id = a.id WHERE a.name = 'from-nova'")
+        return sorted(row["host"] for row in rows)
+
+    _cast(nova_python, nova_cloud, "--aggregate", "from-nova:n-3:az-nova")
+    cloudlib.wait_until(lambda: stored() == ["n-3"], 30, what="the aggregate stored")
+    # The daemon's cache picks the zone up at its next refresh.
+    answer = cloudlib.wait_until(
+        lambda: (lambda a: a if a.get("selections") else None)(
+            _ask(nova_python, nova_cloud, az="az-nova")[1]),
+        30, interval=1.0, what="a request for az-nova to be placed")
+    assert [c["service_host"] for c in answer["selections"][0]] == ["n-3"]
+
+    _cast(nova_python, nova_cloud, "--delete-aggregate", "from-nova")
+    cloudlib.wait_until(lambda: stored() == [], 30, what="the aggregate deleted")
