@@ -205,6 +205,20 @@ def hosts_of(uuids: Iterable[str]) -> dict[str, str]:
 
 
 @db_api.retry_on_disconnect
+def unclaimed_by_host() -> dict[str, int]:
+    """host -> instances recorded there without a claim (those nova reports
+    on a host that this scheduler did not place), neither in ERROR nor
+    deleted: NumInstancesFilter counts them with the claims."""
+    with db_api.read_session() as session:
+        return dict(session.execute(
+            sa.select(_INSTANCES.c.host, sa.func.count())
+            .where(_INSTANCES.c.host.is_not(None),
+                   _INSTANCES.c.vm_state.not_in(("error", "deleted")),
+                   ~sa.exists().where(_ALLOC.c.instance_uuid == _INSTANCES.c.uuid))
+            .group_by(_INSTANCES.c.host)).all())
+
+
+@db_api.retry_on_disconnect
 def usage_by_node() -> list[dict[str, Any]]:
     """Every live node's figures and the sums of the claims held on it.
 

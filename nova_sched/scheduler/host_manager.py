@@ -33,6 +33,7 @@ import numpy as np
 from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.db import aggregates as db_aggregates
+from nova_sched.db import allocations as db_allocations
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.scheduler.claims import Claim
@@ -99,6 +100,9 @@ class HostManager:
         # row -> the descriptive texts its HostState was built from.
         self._described: dict[int, tuple] = {}
         self._parsed_texts: dict[str, Any] = {}
+        # host -> instances it runs that hold no claim (reported by nova,
+        # db.allocations.unclaimed_by_host): counted in num_instances.
+        self._unclaimed: dict[str, int] = {}
 
     # -- reconciliation ---------------------------------------------------
     def full_resync(self) -> None:
@@ -106,6 +110,7 @@ class HostManager:
         started_us = db_api.now_us()
         nodes, services = db_nodes.load_changed(0)
         stamp, aggregates = db_aggregates.load_with_stamp()
+        unclaimed = db_allocations.unclaimed_by_host()
         fresh = HostTable(capacity=max(64, len(nodes)))
         with self.lock:
             fresh.report_lag = self.table.report_lag
@@ -114,6 +119,7 @@ class HostManager:
             # Heartbeats heard since the last write are newer than the rows.
             heard = {host: service.updated for host, service in self._services.items()}
             self._services = {}
+            self._unclaimed = unclaimed
             for service in services:
                 self._remember_service(service, heard.get(service["host"], 0.0))
             self.table.set_aggregates(aggregates)
@@ -151,6 +157,22 @@ class HostManager:
                 self._aggregate_stamp = stamp
             self._last_refresh_us = started_us
             self._last_refresh_mono = now
+
+    def has_unclaimed(self) -> bool:
+        """Whether any host runs instances without a claim."""
+        return bool(self._unclaimed)
+
+    def recount_unclaimed(self) -> None:
+        """Re-read the instances hosts run without a claim (after nova said
+        which instances a host runs) and count them in num_instances."""
+        unclaimed = db_allocations.unclaimed_by_host()
+        with self.lock:
+            table = self.table
+            for host in set(unclaimed) | set(self._unclaimed):
+                change = unclaimed.get(host, 0) - self._unclaimed.get(host, 0)
+                for row in table.host_rows.get(host, ()) if change else ():
+                    table.columns["num_instances"][row] += change
+            self._unclaimed = unclaimed
 
     def set_report_lag(self, seconds: float) -> None:
         """How far behind its queue the daemon runs: a host's reports wait
@@ -244,7 +266,8 @@ class HostManager:
             values.update(claimed_memory_mb=claims["claimed_memory_mb"],
                           claimed_vcpus=claims["claimed_vcpus"],
                           claimed_disk_mb=claims["claimed_disk_mb"],
-                          num_instances=claims["claimed_instances"])
+                          num_instances=claims["claimed_instances"]
+                          + self._unclaimed.get(node["host"], 0))
         # The node's own ratios (NULL: none, 0.0 in the table);
         # scheduler.resources decides which ratio applies.
         for resource in RESOURCES:

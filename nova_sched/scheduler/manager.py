@@ -322,6 +322,9 @@ class SchedulerManager:
         """Release an instance's claim."""
         self.cycle.release([instance_uuid])
         db_instances.mark_deleted(instance_uuid)
+        if self.host_manager.has_unclaimed():
+            # It may have been one nova reported without a claim.
+            self.host_manager.recount_unclaimed()
 
     @messaging.expose
     @_counted
@@ -346,10 +349,12 @@ class SchedulerManager:
 
     def note_instances(self, host: str, instance_uuids) -> None:
         """Instances running on ``host``: those the scheduler does not know
-        are recorded there (the affinity filters count them)."""
+        are recorded there; the affinity filters and NumInstancesFilter
+        count them."""
         unknown = set(instance_uuids) - set(self.cycle.claims.held_on_host(host))
         if unknown:
             db_instances.record_unknown(sorted(unknown), host)
+            self.host_manager.recount_unclaimed()
 
     # -- explain ------------------------------------------------------------
     @messaging.expose

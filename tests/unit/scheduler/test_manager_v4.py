@@ -156,6 +156,16 @@ def test_instance_info_from_nova(v4, ctxt):
     assert claimed_memory(host) < before
 
 
+def _with_filters(manager, names):
+    """The manager's driver, rebuilt to run only ``names`` (filters are
+    loaded when the driver is made)."""
+    from nova_sched.scheduler import driver
+
+    CONF.set_override("enabled_filters", names, group="filter_scheduler")
+    manager.cycle.driver = driver.load_driver(CONF.scheduler.driver,
+                                              manager.host_manager)
+
+
 # -- what real nova sends, through oslo.messaging's dispatcher ------------------
 _FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
 
@@ -192,8 +202,8 @@ def test_novas_select_destinations_calls_are_served(manager, ctxt, path):
         "nova_object.data", {})
     # Hosts that fit whatever the capture asks (its extra specs name
     # capabilities and aggregates these hosts lack: those filters are off).
-    CONF.set_override("enabled_filters", ["RamFilter", "CoreFilter", "DiskFilter",
-                                          "ComputeFilter"], group="filter_scheduler")
+    _with_filters(manager, ["RamFilter", "CoreFilter", "DiskFilter", "ComputeFilter",
+                            "AvailabilityZoneFilter"])
     try:
         # The captures ask for compute1 (node compute1.example.org) in az1,
         # or for any host of az1.
@@ -248,3 +258,33 @@ def test_novas_fanout_casts_are_applied(manager, ctxt, path):
                  if info["nova_object.name"] == "InstanceList" else [info])
         for item in items:
             assert instance_row(item["nova_object.data"]["uuid"]).host == args["host_name"]
+
+
+def test_instances_nova_reports_count_for_num_instances(manager, ctxt):
+    """update_instance_info's instances fill a host for NumInstancesFilter
+    as the scheduler's own claims do; deleting them frees it again."""
+    CONF.set_override("max_instances_per_host", 2, group="filter_scheduler")
+    _with_filters(manager, ["NumInstancesFilter"])
+    try:
+        for host in ("c1", "c2"):
+            manager.compute_node_update(ctxt, compute_report(host))
+        manager.reports.flush()
+        v4 = SchedulerManagerV4(manager)
+        running = [str(uuid.uuid4()) for _ in range(2)]
+        v4.update_instance_info(ctxt, "c1", prim("InstanceList", {"objects": [
+            prim("Instance", {"uuid": u}, version="2.8") for u in running]},
+            version="2.6"))
+        # c1 is full (two instances nova runs there): both go to c2.
+        for _ in range(2):
+            assert v4.select_destinations(ctxt, spec_obj=spec(), instance_uuids=[
+                str(uuid.uuid4())])[0]["host"] == "c2"
+        # A fresh cache (another daemon, a restart) counts them too.
+        manager.host_manager.full_resync()
+        _raised(lambda: v4.select_destinations(ctxt, spec_obj=spec(),
+                                               instance_uuids=[str(uuid.uuid4())]))
+        v4.delete_instance_info(ctxt, "c1", running[0])
+        assert v4.select_destinations(ctxt, spec_obj=spec(), instance_uuids=[
+            str(uuid.uuid4())])[0]["host"] == "c1"
+    finally:
+        CONF.clear_override("enabled_filters", group="filter_scheduler")
+        CONF.clear_override("max_instances_per_host", group="filter_scheduler")
