@@ -58,10 +58,8 @@ def _serve_until_signalled(worker_health_dir: str | None = None) -> int:
     try:
         service.start()
     except exception.ConfigurationError as err:
-        print(f"nova-sched: {err.message}", file=sys.stderr)
-        LOG.error("Refusing to start: %s", err.message)
         service.stop()
-        return 2
+        return _refuse(err)
     while not stop.wait(1.0):
         pass
     service.stop()
@@ -101,9 +99,8 @@ def _run_workers(count: int) -> int:
         try:
             endpoint = open_endpoint(registry, _health)
         except exception.ConfigurationError as err:
-            print(f"nova-sched: {err.message}", file=sys.stderr)
             shutil.rmtree(metrics_dir, ignore_errors=True)
-            return 2
+            return _refuse(err)
 
     # Pooled connections opened by the start-up checks must not be shared
     # by the children: each opens its own.
@@ -153,6 +150,13 @@ def _run_workers(count: int) -> int:
     return worst
 
 
+def _refuse(err: exception.NovaSchedException) -> int:
+    """Exit code 2 with the one-line reason, on stderr and in the log."""
+    print(f"nova-sched: {err.message}", file=sys.stderr)
+    LOG.error("Refusing to start: %s", err.message)
+    return 2
+
+
 def main(argv=None) -> int:
     try:
         _configure(sys.argv[1:] if argv is None else argv)
@@ -162,9 +166,7 @@ def main(argv=None) -> int:
     try:
         _validate()
     except (exception.ConfigurationError, exception.DatabaseUnavailable) as err:
-        print(f"nova-sched: {err.message}", file=sys.stderr)
-        LOG.error("Refusing to start: %s", err.message)
-        return 2
+        return _refuse(err)
     if CONF.scheduler.workers > 1:
         return _run_workers(CONF.scheduler.workers)
     return _serve_until_signalled()

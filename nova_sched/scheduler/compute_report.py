@@ -111,13 +111,11 @@ def _node_uuid(value: Any, host: str, node: str) -> str:
     """The node's uuid as today's nova reports it, else one of its names."""
     if value is None:
         return node_uuids.for_node(host, node)
-    try:
-        return str(uuid.UUID(value)) if isinstance(value, str) else _bad_uuid(value)
-    except ValueError:
-        return _bad_uuid(value)
-
-
-def _bad_uuid(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value))
+        except ValueError:
+            pass
     raise exception.InvalidComputeReport(f"uuid must be a UUID, got {value!r}")
 
 

@@ -170,7 +170,7 @@ class HostManager:
             table = self.table
             for host in set(unclaimed) | set(self._unclaimed):
                 change = unclaimed.get(host, 0) - self._unclaimed.get(host, 0)
-                for row in table.host_rows.get(host, ()) if change else ():
+                for row in table.host_rows.get(host, ()):
                     table.columns["num_instances"][row] += change
             self._unclaimed = unclaimed
 

@@ -13,7 +13,6 @@ daemon down or to lose the next request.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import traceback
 
@@ -31,30 +30,12 @@ from nova_sched.scheduler import (compute_report, driver, recovery, request,
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
-from nova_sched.scheduler.metrics import SchedulerMetrics
+from nova_sched.scheduler.metrics import SchedulerMetrics, counted, outcome_of
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
 from nova_sched.scheduler.report_ingest import ReportIngest
 
 LOG = logging.getLogger(__name__)
-
-
-def _counted(method):
-    """Count each call of an RPC method in ``nova_sched_requests_total``:
-    outcome ``ok``, or what its exception says (``_outcome_of``)."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def counted(self, *args, **kwargs):
-        try:
-            result = method(self, *args, **kwargs)
-        except Exception as err:
-            self.metrics.request(name, _outcome_of(err))
-            raise
-        self.metrics.request(name, "ok")
-        return result
-
-    return counted
 
 
 class SchedulerManager:
@@ -157,7 +138,7 @@ class SchedulerManager:
             for outcome in self.cycle.schedule(context, spec, boot,
                                                standing=standing, events=events):
                 if outcome.error is not None:
-                    failures.add(_outcome_of(outcome.error))
+                    failures.add(outcome_of(outcome.error))
                     self._fail(context, spec, outcome, events)
             self.notifier.run_instance_end(context, spec.raw)
         # The worst of the request's instances.
@@ -255,7 +236,7 @@ class SchedulerManager:
     # -- select_destinations ------------------------------------------------
     @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
-    @_counted
+    @counted
     def select_destinations(self, context, request_spec, filter_properties,
                             return_alternates=False):
         """Choose and claim a node for every instance, or for none.
@@ -309,7 +290,7 @@ class SchedulerManager:
         self.metrics.request("compute_node_update", "ok")
 
     @messaging.expose
-    @_counted
+    @counted
     def compute_node_delete(self, context, host, nodename):
         """Forget a node: it takes no more instances."""
         if db_nodes.mark_deleted(host, nodename):
@@ -317,9 +298,14 @@ class SchedulerManager:
         self.host_manager.note_deleted(host, nodename)
 
     @messaging.expose
-    @_counted
+    @counted
     def instance_delete(self, context, instance_uuid):
         """Release an instance's claim."""
+        self.forget_instance(instance_uuid)
+
+    def forget_instance(self, instance_uuid: str) -> None:
+        """An instance deleted: its claim released, its row marked (both
+        RPC APIs' deletes)."""
         self.cycle.release([instance_uuid])
         db_instances.mark_deleted(instance_uuid)
         if self.host_manager.has_unclaimed():
@@ -327,7 +313,7 @@ class SchedulerManager:
             self.host_manager.recount_unclaimed()
 
     @messaging.expose
-    @_counted
+    @counted
     def sync_instance_info(self, context, host, instance_uuids):
         """Reconcile the claims on ``host`` with the instances it runs.
 
@@ -336,6 +322,10 @@ class SchedulerManager:
         be builds still on their way); listed instances the scheduler does
         not know are recorded.
         """
+        self.reconcile_host(host, instance_uuids)
+
+    def reconcile_host(self, host: str, instance_uuids) -> None:
+        """``sync_instance_info`` of both RPC APIs."""
         listed = set(instance_uuids or [])
         claims = self.cycle.claims
         held = claims.held_on_host(host)
@@ -345,21 +335,24 @@ class SchedulerManager:
             LOG.info("Releasing %d claims on %s that it no longer reports", len(stale),
                      host)
             self.cycle.release(stale)
-        self.note_instances(host, listed - set(held))
+        self._record_unclaimed(host, listed - set(held))
 
     def note_instances(self, host: str, instance_uuids) -> None:
         """Instances running on ``host``: those the scheduler does not know
         are recorded there; the affinity filters and NumInstancesFilter
         count them."""
-        unknown = set(instance_uuids) - set(self.cycle.claims.held_on_host(host))
-        if unknown:
-            db_instances.record_unknown(sorted(unknown), host)
+        self._record_unclaimed(
+            host, set(instance_uuids) - set(self.cycle.claims.held_on_host(host)))
+
+    def _record_unclaimed(self, host: str, unclaimed: set[str]) -> None:
+        if unclaimed:
+            db_instances.record_unknown(sorted(unclaimed), host)
             self.host_manager.recount_unclaimed()
 
     # -- explain ------------------------------------------------------------
     @messaging.expose
     @messaging.expected_exceptions(exception.NoValidHost, exception.InvalidRequestSpec)
-    @_counted
+    @counted
     def explain(self, context, request_spec, filter_properties):
         """A dry run: what each filter removed and how survivors weigh.
 
@@ -369,11 +362,3 @@ class SchedulerManager:
         """
         return self.cycle.explain(request.parse(request_spec, filter_properties))
 
-
-def _outcome_of(err: BaseException) -> str:
-    """The metrics' name for a failed request or instance."""
-    if isinstance(err, exception.NoValidHost):
-        return "no_valid_host"
-    if isinstance(err, exception.InvalidRequestSpec):
-        return "invalid"
-    return "error"

@@ -24,6 +24,7 @@ from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import settings as db_settings
 from nova_sched.scheduler import nova_objects, request
 from nova_sched.scheduler import spec_obj as spec_objects
+from nova_sched.scheduler.metrics import counted
 
 LOG = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class SchedulerManagerV4:
     @messaging.expose
     @messaging.expected_exceptions(exception.NovaNoValidHost,
                                    exception.InvalidRequestSpec)
+    @counted
     def select_destinations(self, context, request_spec=None, filter_properties=None,
                             spec_obj=_UNSET, instance_uuids=None,
                             return_objects=False, return_alternates=False):
@@ -67,23 +69,15 @@ class SchedulerManagerV4:
         otherwise ``[{'host', 'nodename', 'limits'}]``. No fit: nova's own
         ``nova.exception.NoValidHost`` with the per-filter reason.
         """
+        if spec_obj is _UNSET or spec_obj is None:
+            legacy = spec_objects.legacy_4_0(request_spec, filter_properties)
+        else:
+            legacy = spec_objects.to_legacy(spec_obj, instance_uuids)
+        spec = request.parse(*legacy)
         try:
-            if spec_obj is _UNSET or spec_obj is None:
-                legacy = spec_objects.legacy_4_0(request_spec, filter_properties)
-            else:
-                legacy = spec_objects.to_legacy(spec_obj, instance_uuids)
-            spec = request.parse(*legacy)
             chosen = self.manager.select(context, spec, alternates=return_alternates)
         except exception.NoValidHost as err:
-            self.metrics.request("select_destinations", "no_valid_host")
             raise exception.NovaNoValidHost(err.reason) from None
-        except exception.InvalidRequestSpec:
-            self.metrics.request("select_destinations", "invalid")
-            raise
-        except Exception:
-            self.metrics.request("select_destinations", "error")
-            raise
-        self.metrics.request("select_destinations", "ok")
         if not return_objects:
             return [selections[0].to_dict() for selections in chosen]
         cell = self.cell_uuid()
@@ -97,6 +91,7 @@ class SchedulerManagerV4:
 
     # -- fanout casts ---------------------------------------------------------
     @messaging.expose
+    @counted
     def update_aggregates(self, context, aggregates):
         """Aggregates created or changed in nova: stored as nova has them."""
         if not isinstance(aggregates, list):
@@ -106,32 +101,33 @@ class SchedulerManagerV4:
             db_aggregates.replace(name, hosts, metadata)
             LOG.info("Aggregate %s from nova: hosts %s, metadata %s", name,
                      sorted(hosts), metadata)
-        self.metrics.request("update_aggregates", "ok")
 
     @messaging.expose
+    @counted
     def delete_aggregate(self, context, aggregate):
         """An aggregate deleted in nova."""
         name, _hosts, _metadata = _aggregate(aggregate)
         if db_aggregates.delete(name):
             LOG.info("Aggregate %s deleted by nova", name)
-        self.metrics.request("delete_aggregate", "ok")
 
     @messaging.expose
+    @counted
     def update_instance_info(self, context, host_name, instance_info):
         """Instances nova knows on ``host_name`` (one Instance or a list)."""
         uuids = _instance_uuids(instance_info)
         self.manager.note_instances(host_name, uuids)
-        self.metrics.request("update_instance_info", "ok")
 
     @messaging.expose
+    @counted
     def delete_instance_info(self, context, host_name, instance_uuid):
         """An instance gone from ``host_name``: its claim is released."""
-        self.manager.instance_delete(context, instance_uuid)
+        self.manager.forget_instance(instance_uuid)
 
     @messaging.expose
+    @counted
     def sync_instance_info(self, context, host_name, instance_uuids):
         """Every instance on ``host_name``: as the Havana API's cast."""
-        self.manager.sync_instance_info(context, host_name, instance_uuids)
+        self.manager.reconcile_host(host_name, instance_uuids)
 
 
 def _aggregate(primitive) -> tuple[str, list[str], dict]:

@@ -16,11 +16,14 @@ instruments are made) and the parent serves their sum
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, values
+
+from nova_sched import exception
 
 # Decisions take from a fraction of a millisecond (a few hundred hosts) to
 # tens of milliseconds (100,000 hosts, every filter enabled); claims lost
@@ -91,6 +94,34 @@ class SchedulerMetrics:
         for state in HOST_STATES:
             self.hosts.labels(state).set(counts[state])
         self.parked_requests.set(parked)
+
+
+def outcome_of(err: BaseException) -> str:
+    """The metrics' name for what made a request or an instance fail."""
+    if isinstance(err, (exception.NoValidHost, exception.NovaNoValidHost)):
+        return "no_valid_host"
+    if isinstance(err, exception.InvalidRequestSpec):
+        return "invalid"
+    return "error"
+
+
+def counted(method):
+    """Count each call of an RPC method of an endpoint (which has a
+    ``metrics``) in ``nova_sched_requests_total``: outcome ``ok``, or what
+    its exception says (``outcome_of``)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def counting(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+        except Exception as err:
+            self.metrics.request(name, outcome_of(err))
+            raise
+        self.metrics.request(name, "ok")
+        return result
+
+    return counting
 
 
 def host_states(host_manager, now: float | None = None) -> dict[str, int]:

@@ -26,7 +26,7 @@ except ImportError:  # pytest run from elsewhere than the repository root
     from tests.db_backends import temporary_database
 
 __all__ = ["ComputeFleet", "Daemons", "evidence", "idle_report", "node_limit",
-           "settled", "temporary_database", "use_database"]
+           "settled", "temporary_database", "use_database", "wait_settled"]
 
 READY_LINE = "consuming topic"  # logged by a daemon consuming its topic
 READY_TIMEOUT = 30
@@ -232,6 +232,26 @@ def settled(rows: dict, casts: dict, uuid: str) -> bool:
     if row["vm_state"] == "error":
         return True
     return row["host"] is not None and uuid in casts
+
+
+def wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
+                 timeout: float, grace: float = 0.5,
+                 done=None) -> tuple[dict, dict, float]:
+    """Until every instance is settled (``done(rows, casts, uuid)``, by
+    default ``settled``) or ``timeout`` passes, then ``grace`` seconds more
+    for a late cast still on its way: (rows, casts, seconds it took)."""
+    done = done or settled
+    started = time.monotonic()
+    deadline = started + timeout
+    while True:
+        rows = cloud.instances(uuids)
+        casts = fleet.snapshot()
+        if all(done(rows, casts, u) for u in uuids) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    took = time.monotonic() - started
+    time.sleep(grace)
+    return cloud.instances(uuids), fleet.snapshot(), took
 
 
 def node_limit(node: dict, resource: str) -> float:

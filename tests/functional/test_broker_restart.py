@@ -163,20 +163,10 @@ def test_durable_queues_survive_a_broker_restart(rabbitmq, workdir):
                     f"rabbitmqctl stop_app failed: {stopped}"
 
                 # Every instance in a definite state.
-                settle_start = time.monotonic()
-                deadline = settle_start + SETTLE_TIMEOUT
-                while True:
-                    rows = cloud.instances(uuids)
-                    casts = fleet.snapshot()
-                    pending = [u for u in uuids if not scenario.settled(rows, casts, u)
-                               and not _cast_lost(rows, casts, u)]
-                    if not pending or time.monotonic() > deadline:
-                        break
-                    time.sleep(0.3)
-                settle_s = time.monotonic() - settle_start
-                time.sleep(1.0)  # a late cast still on its way
-                rows = cloud.instances(uuids)
-                casts = fleet.snapshot()
+                rows, casts, settle_s = scenario.wait_settled(
+                    cloud, fleet, uuids, SETTLE_TIMEOUT, grace=1.0,
+                    done=lambda rows, casts, u: (scenario.settled(rows, casts, u)
+                                                 or _cast_lost(rows, casts, u)))
 
                 # The daemon keeps serving: a request after the restart.
                 daemon_alive = cloud.procs[DAEMON].poll() is None

@@ -133,19 +133,8 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                 print(line, flush=True)
 
             # Every instance settled: ERROR, or host set and cast received.
-            settle_start = time.monotonic()
-            deadline = settle_start + SETTLE_TIMEOUT
-            while True:
-                rows = cloud.instances(uuids)
-                casts = fleet.snapshot()
-                pending = [u for u in uuids if not scenario.settled(rows, casts, u)]
-                if not pending or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            settle_s = time.monotonic() - settle_start
-            time.sleep(0.5)  # a late duplicate cast still on its way
-            rows = cloud.instances(uuids)
-            casts = fleet.snapshot()
+            rows, casts, settle_s = scenario.wait_settled(cloud, fleet, uuids,
+                                                          SETTLE_TIMEOUT)
 
             # The daemons keep serving: a new host and a request after the burst.
             for name in DAEMONS:

@@ -304,19 +304,8 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
                 for t in cast_at.values())
 
             # Every instance settled: ERROR, or host set and cast received.
-            settle_start = time.monotonic()
-            deadline = settle_start + SETTLE_TIMEOUT
-            while True:
-                rows = cloud.instances(uuids)
-                casts = fleet.snapshot()
-                pending = [u for u in uuids if not scenario.settled(rows, casts, u)]
-                if not pending or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
-            settle_s = time.monotonic() - settle_start
-            time.sleep(1.0)  # a late repeated cast still on its way
-            rows = cloud.instances(uuids)
-            casts = fleet.snapshot()
+            rows, casts, settle_s = scenario.wait_settled(cloud, fleet, uuids,
+                                                          SETTLE_TIMEOUT, grace=1.0)
 
             # The daemons keep serving: a new host and a request after it all.
             fleet.add(FINAL_HOST, idle_report(FINAL_HOST, *HOST_SHAPE))

@@ -66,20 +66,6 @@ def _start_daemons(cloud: cloudlib.Cloud, names: tuple[str, ...],
     return daemons
 
 
-def _wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
-                  timeout: float) -> tuple[dict, dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = cloud.instances(uuids)
-        casts = fleet.snapshot()
-        done = all(scenario.settled(rows, casts, u) for u in uuids)
-        if done or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
-    time.sleep(0.5)  # a late duplicate cast still on its way
-    return cloud.instances(uuids), fleet.snapshot()
-
-
 def _allocations(cloud: cloudlib.Cloud) -> list[dict]:
     return cloud.query(
         "SELECT a.*, n.host AS node_host, n.hypervisor_hostname AS node_name "
@@ -125,7 +111,7 @@ def test_several_daemons_fill_the_cloud_exactly(rabbitmq, workdir, backend):
             for spec, fprops, _ in requests:
                 cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
             cast_s = time.monotonic() - cast_at
-            rows, casts = _wait_settled(cloud, fleet, uuids, FILL_SETTLE_TIMEOUT)
+            rows, casts, _ = scenario.wait_settled(cloud, fleet, uuids, FILL_SETTLE_TIMEOUT)
             settle_s = time.monotonic() - cast_at
 
             # -- the figures ----------------------------------------------------
@@ -500,7 +486,7 @@ def test_overload_queues_in_the_broker_not_in_the_daemon(rabbitmq, workdir):
             time.sleep(1.5)  # samples after the burst
             sampler.stop()
             rss_after = _rss_mb(pid)
-            rows, casts = _wait_settled(cloud, fleet, uuids, 5)
+            rows, casts, _ = scenario.wait_settled(cloud, fleet, uuids, 5)
 
             # -- the figures ----------------------------------------------------
             with fleet._lock:
