@@ -13,6 +13,10 @@ and that the phases with nothing to do (and unknown ones) do nothing.
 
 Everything lives under pytest's tmp_path: the configuration directory is
 overridden the way a local.conf would, so nothing touches /etc or /opt.
+
+With NOVA_SCHED_REPLACE_NOVA_SCHEDULER=True the plugin reads nova's own
+configuration: each run has a $NOVA_CONF (as lib/nova defines it before
+plugin settings are loaded), written by the test when it gives one.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ DEFAULT_FILTERS = (
 
 # Calls that change the machine. A phase with nothing to do makes none.
 EFFECTS = {
+    "configure_placement_nova_compute",
+    "die",
+    "disable_service",
     "echo_summary",
     "exec",
     "iniset",
@@ -65,6 +72,7 @@ EFFECTS = {
     "setup_logging",
     "stop_process",
     "sudo",
+    "systemctl",
 }
 
 # The stubs behave like devstack's functions as far as the plugin can tell
@@ -94,6 +102,28 @@ function enable_service {
         is_service_enabled "$s" || ENABLED_SERVICES+=",$s"
     done
 }
+# Like devstack: removes the services from ENABLED_SERVICES and remembers
+# them in DISABLED_SERVICES.
+function disable_service {
+    local s
+    _log disable_service "$@"
+    for s in "$@"; do
+        DISABLED_SERVICES+=",$s"
+        ENABLED_SERVICES=$(echo ",$ENABLED_SERVICES," | sed -e "s/,$s,/,/g" \
+            -e 's/^,//' -e 's/,$//')
+    done
+}
+# devstack's, as it is.
+function trueorfalse {
+    local default=$1
+    local testval=${!2:-}
+    case "$testval" in
+        "1" | [yY]es | "YES" | [tT]rue | "TRUE" ) echo "True" ;;
+        "0" | [nN]o | "NO" | [fF]alse | "FALSE" ) echo "False" ;;
+        * ) echo "$default" ;;
+    esac
+}
+function die { local line=$1; shift; _log die "$*"; echo "ERROR: $*" >&2; exit 1; }
 function get_python_exec_prefix { echo "$FAKE_BIN"; }
 function echo_summary { _log echo_summary "$@"; }
 function pip_install { _log pip_install "$@"; }
@@ -114,7 +144,24 @@ function database_connection_url {
     esac
 }
 function setup_logging { _log setup_logging "$@"; }
+function configure_placement_nova_compute {
+    _log configure_placement_nova_compute "$@";
+}
 function run_process { _log run_process "$@"; }
+# $SYSTEMCTL, as stackrc sets it ("sudo systemctl" or "systemctl --user"):
+# the units named in $FAKE_ENABLED_UNITS are enabled. A query is not an
+# effect; stop and disable are.
+SYSTEMCTL="fake_systemctl --user"
+function fake_systemctl {
+    [[ "$1" == "--user" ]] || { _log UNSTUBBED systemctl "$@"; return 127; }
+    shift
+    if [[ "$1" == "is-enabled" ]]; then
+        _log systemctl-query "$@"
+        [[ ",$FAKE_ENABLED_UNITS," == *",$2,"* ]]
+        return
+    fi
+    _log systemctl "$@"
+}
 function stop_process { _log stop_process "$@"; }
 # Runs the command for real (as the invoking user): the paths are all
 # under the test's temporary directory.
@@ -161,11 +208,13 @@ def run_devstack(
     database_type: str = "mysql",
     override_conf_dir: bool = True,
     epilogue: str = "",
+    nova_conf: str | None = None,
 ) -> Run:
     """Source settings, then plugin.sh once per phase, in one bash process.
 
     ``local_conf`` is bash run before settings, as devstack applies a
     local.conf's [[local|localrc]] section before loading plugin settings.
+    ``nova_conf`` is the text of $NOVA_CONF; None: there is no such file.
     """
     dest = tmp_path / "opt" / "stack"
     data_dir = dest / "data"
@@ -179,6 +228,10 @@ def run_devstack(
         path.write_text(FAKE_PROGRAM)
         path.chmod(0o755)
     calls.write_text("")
+    nova_conf_path = tmp_path / "nova" / "nova.conf"
+    if nova_conf is not None:
+        nova_conf_path.parent.mkdir(exist_ok=True)
+        nova_conf_path.write_text(nova_conf)
 
     lines = [
         "set -o errexit",
@@ -192,6 +245,10 @@ def run_devstack(
         f"DATABASE_TYPE={shlex.quote(database_type)}",
         "ENABLED_SERVICES=key,rabbit" + (f",{database_type}" if database_type else ""),
         "DISABLED_SERVICES=",
+        "FAKE_ENABLED_UNITS=",
+        # Set by lib/nova, which stack.sh sources before plugin settings.
+        f"NOVA_CONF={shlex.quote(str(nova_conf_path))}",
+        "NOVA_API_DB=nova_api",
         STUBS,
     ]
     if override_conf_dir:
@@ -624,3 +681,328 @@ def test_stack_phases_in_order_in_one_shell(tmp_path, xtrace):
     assert work["stack post-config"][-1] == "exec"
     assert work["stack extra"] == ["run_process"]
     assert work["stack test-config"] == []
+
+
+# -- in place of nova-scheduler (NOVA_SCHED_REPLACE_NOVA_SCHEDULER) -----------
+
+REPLACE = "NOVA_SCHED_REPLACE_NOVA_SCHEDULER=True"
+# An all-in-one devstack's nova services, n-sch among them.
+NOVA_SERVICES = 'ENABLED_SERVICES+=",n-api,n-cond,n-sch,n-cpu,placement-api"'
+
+NOVA_TRANSPORT_URL = f"rabbit://stackrabbit:novarabbit@{SERVICE_HOST}:5672/nova"
+NOVA_API_DB_URL = f"mysql+pymysql://root:novadbsecret@{SERVICE_HOST}/nova_api?charset=utf8"
+# A glob character and a double blank: copied as written, not as devstack's
+# iniget would echo them (the test runs where a file "placement" exists).
+PLACEMENT_PASSWORD = "pl*ment  Secret9"
+# nova's [placement] as devstack's configure_placement_nova_compute writes
+# it, plus what an operator may add: every key is copied, whatever it is.
+NOVA_PLACEMENT = {
+    "auth_type": "password",
+    "interface": "public",
+    "auth_url": f"http://{SERVICE_HOST}/identity",
+    "username": "nova",
+    "password": PLACEMENT_PASSWORD,
+    "user_domain_name": "Default",
+    "project_name": "service",
+    "project_domain_name": "Default",
+    "region_name": "RegionOne",
+    "valid_interfaces": "internal,public",
+}
+NOVA_CONF = f"""[DEFAULT]
+debug = True
+transport_url = {NOVA_TRANSPORT_URL}
+my_ip = {SERVICE_HOST}
+
+[filter_scheduler]
+enabled_filters = ComputeFilter,ImagePropertiesFilter
+
+[database]
+connection = mysql+pymysql://root:novadbsecret@{SERVICE_HOST}/nova_cell0?charset=utf8
+
+[api_database]
+connection = {NOVA_API_DB_URL}
+
+[placement]
+""" + "".join(f"{k} = {v}\n" for k, v in NOVA_PLACEMENT.items()) + """
+[oslo_messaging_notifications]
+driver = messagingv2
+"""
+
+# What configure_nova_sched writes without the setting (and still writes
+# with it; some of it then replaced by nova's values).
+OWN_SETTINGS = {
+    ("DEFAULT", "debug"): "True",
+    ("DEFAULT", "state_path"): None,  # the run's state path
+    ("DEFAULT", "transport_url"): RABBIT_URL,
+    ("database", "connection"): DB_URLS["mysql"],
+    ("scheduler", "driver"): "filter_scheduler",
+    ("scheduler", "workers"): "1",
+    ("scheduler", "max_attempts"): "3",
+    ("filter_scheduler", "enabled_filters"): DEFAULT_FILTERS,
+}
+
+
+def _own_settings(run: Run) -> dict[tuple[str, str], str]:
+    return {**OWN_SETTINGS, ("DEFAULT", "state_path"): str(run.state)}
+
+
+def _services(stdout: str) -> tuple[list[str], list[str]]:
+    enabled, disabled = stdout.splitlines()
+    return enabled.split(","), [s for s in disabled.split(",") if s]
+
+
+@pytest.mark.parametrize("value", ["True", "true", "yes", "1"])
+def test_replace_settings_disable_nova_scheduler(tmp_path, value):
+    run = ok(
+        run_devstack(
+            tmp_path,
+            local_conf=f"{NOVA_SERVICES}\nNOVA_SCHED_REPLACE_NOVA_SCHEDULER={value}",
+            epilogue='printf "%s\\n" "$ENABLED_SERVICES" "$DISABLED_SERVICES"',
+        )
+    )
+    enabled, disabled = _services(run.stdout)
+    assert "n-sch" not in enabled and "n-sch" in disabled
+    assert "nova-sched" in enabled
+    # The rest of nova still runs; nova-sched is its scheduler.
+    assert {"n-api", "n-cond", "n-cpu", "placement-api"} <= set(enabled)
+
+
+@pytest.mark.parametrize("value", [None, "False", "no", "0", "bogus"])
+def test_without_replace_settings_leave_nova_scheduler_alone(tmp_path, value):
+    setting = "" if value is None else f"NOVA_SCHED_REPLACE_NOVA_SCHEDULER={value}"
+    run = ok(
+        run_devstack(
+            tmp_path,
+            local_conf=f"{NOVA_SERVICES}\n{setting}",
+            epilogue='printf "%s\\n" "$ENABLED_SERVICES" "$DISABLED_SERVICES"',
+        )
+    )
+    enabled, disabled = _services(run.stdout)
+    assert "n-sch" in enabled and disabled == []
+    assert run.calls("settings", "disable_service") == []
+
+
+def test_replace_post_config_configures_nova_sched_from_nova_conf(tmp_path):
+    (tmp_path / "placement").write_text("")
+    run = ok(
+        run_devstack(
+            tmp_path,
+            ("stack", "post-config"),
+            local_conf=f"{NOVA_SERVICES}\n{REPLACE}",
+            nova_conf=NOVA_CONF,
+        )
+    )
+    phase = "stack post-config"
+    assert run.inisets(phase) == {
+        **_own_settings(run),
+        # nova's broker and exchange, where its conductor calls the scheduler.
+        ("DEFAULT", "transport_url"): NOVA_TRANSPORT_URL,
+        ("DEFAULT", "control_exchange"): "nova",
+        ("scheduler", "host_source"): "nova_cells",
+        ("scheduler", "claims"): "placement",
+        ("nova_cells", "api_database_connection"): NOVA_API_DB_URL,
+        ("nova_cells", "refresh_interval"): "5",
+        **{("placement", k): v for k, v in NOVA_PLACEMENT.items()},
+    }
+    # nova-sched's own tables stay in its own database, synced as before.
+    assert run.calls(phase, "recreate_database") == [("recreate_database", "nova_sched")]
+    assert run.calls(phase, "database_connection_url") == [
+        ("database_connection_url", "nova_sched")
+    ]
+    assert run.calls(phase, "configure_placement_nova_compute") == []
+    sync = ("exec", "nova-sched-manage", "--config-file", str(run.conf), "db", "sync")
+    calls = run.phases[phase]
+    assert calls[-1] == sync
+    assert calls.index(sync) > max(i for i, c in enumerate(calls) if c[0] == "iniset")
+    # The daemon reads the copied passwords: the file stays private.
+    assert stat.S_IMODE(run.conf.stat().st_mode) == 0o640
+
+
+def test_replace_post_config_takes_local_conf_refresh_interval(tmp_path):
+    run = ok(
+        run_devstack(
+            tmp_path,
+            ("stack", "post-config"),
+            local_conf=f"{REPLACE}\nNOVA_SCHED_NOVA_CELLS_REFRESH_INTERVAL=2",
+            nova_conf=NOVA_CONF,
+        )
+    )
+    assert run.inisets("stack post-config")[("nova_cells", "refresh_interval")] == "2"
+
+
+@pytest.mark.parametrize(
+    "nova_conf",
+    [None, "[DEFAULT]\ndebug = True\n\n[placement]\n# nothing set\n"],
+    ids=["no nova.conf", "nova.conf without them"],
+)
+def test_replace_post_config_without_nova_values_uses_devstack_ones(tmp_path, nova_conf):
+    # nova's API services (and so nova.conf's [api_database]) on another
+    # node, and no n-cpu here: with n-sch disabled, stack.sh writes no
+    # [placement] into nova.conf. devstack's own values for the same things.
+    run = ok(
+        run_devstack(
+            tmp_path, ("stack", "post-config"), local_conf=REPLACE, nova_conf=nova_conf
+        )
+    )
+    phase = "stack post-config"
+    written = run.inisets(phase)
+    assert written[("DEFAULT", "transport_url")] == RABBIT_URL
+    assert written[("nova_cells", "api_database_connection")] == (
+        f"mysql+pymysql://root:secretdb@{SERVICE_HOST}/nova_api?charset=utf8"
+    )
+    assert not [key for key in written if key[0] == "placement"]
+    assert run.calls(phase, "configure_placement_nova_compute") == [
+        ("configure_placement_nova_compute", str(run.conf))
+    ]
+    assert run.calls(phase, "database_connection_url") == [
+        ("database_connection_url", "nova_sched"),
+        ("database_connection_url", "nova_api"),
+    ]
+
+
+def test_replace_post_config_without_any_api_database_refuses(tmp_path):
+    run = run_devstack(
+        tmp_path,
+        ("stack", "post-config"),
+        local_conf=REPLACE,
+        database_type="",
+        nova_conf="[DEFAULT]\ndebug = True\n",
+    )
+    assert run.returncode != 0
+    assert "[api_database] connection" in run.stderr
+    assert run.calls("stack post-config", "exec") == []
+
+
+def test_replace_keys_are_options_of_nova_sched(tmp_path):
+    # As test_post_config_keys_are_options_of_nova_sched. [placement] is left
+    # out: it is nova's section as it is, which can hold options nobody reads
+    # (devstack writes keystoneauth's deprecated "interface", which nova no
+    # longer registers either), and its auth plugin's options depend on the
+    # plugin.
+    if not re.search(r"^\[nova_cells\]$", SAMPLE.read_text(), re.M):
+        pytest.skip("etc/nova-sched.conf.sample does not document [nova_cells] yet")
+    run = ok(
+        run_devstack(
+            tmp_path, ("stack", "post-config"), local_conf=REPLACE, nova_conf=NOVA_CONF
+        )
+    )
+    documented = set()
+    section = None
+    for line in SAMPLE.read_text().splitlines():
+        if m := re.match(r"^\[(\w+)\]$", line):
+            section = m.group(1)
+        elif m := re.match(r"^#(\w+) =", line):
+            documented.add((section, m.group(1)))
+    written = {k for k in run.inisets("stack post-config") if k[0] != "placement"}
+    assert written - documented == set()
+
+
+@pytest.mark.parametrize("phases", [
+    [("stack", "post-config")],
+    [("stack", "pre-install"), ("stack", "install"), ("stack", "post-config"),
+     ("stack", "extra"), ("stack", "test-config")],
+], ids=["post-config", "stack.sh"])  # fmt: skip
+def test_replace_does_not_echo_nova_secrets(tmp_path, phases):
+    # stack.sh runs with xtrace on and keeps its output in a log file: the
+    # passwords copied from nova.conf (Placement's service user, the API
+    # database's, the broker's) must not show in it.
+    run = ok(
+        run_devstack(
+            tmp_path,
+            *phases,
+            local_conf=f"set -o xtrace\n{NOVA_SERVICES}\n{REPLACE}",
+            nova_conf=NOVA_CONF,
+        )
+    )
+    output = run.stdout + run.stderr
+    # The trace is on, and the secrets did reach nova-sched.conf.
+    assert "+ iniset" in output and "nova-sched-manage" in output
+    written = run.inisets("stack post-config")
+    assert written[("placement", "password")] == PLACEMENT_PASSWORD
+    for secret in ("Secret9", "novadbsecret", "novarabbit"):
+        assert secret not in output
+
+
+def test_replace_extra_starts_nova_sched_and_never_nova_scheduler(tmp_path):
+    run = ok(
+        run_devstack(
+            tmp_path,
+            ("stack", "extra"),
+            local_conf=f"{NOVA_SERVICES}\n{REPLACE}",
+            nova_conf=NOVA_CONF,
+        )
+    )
+    assert run.effects("stack extra") == [
+        ("echo_summary", "Starting nova-sched"),
+        ("run_process", "nova-sched", f"{run.bin_dir}/nova-sched --config-file {run.conf}"),
+    ]
+
+
+@pytest.mark.parametrize("phase", [("stack", "pre-install"), ("unstack",)], ids=" ".join)
+def test_replace_stops_a_nova_scheduler_left_running(tmp_path, phase):
+    # An earlier stack.sh without the setting started devstack@n-sch;
+    # stop_process skips it now that settings disabled n-sch.
+    run = ok(
+        run_devstack(
+            tmp_path,
+            phase,
+            local_conf=f"{NOVA_SERVICES}\n{REPLACE}\n"
+            "FAKE_ENABLED_UNITS=devstack@nova-sched.service,devstack@n-sch.service",
+        )
+    )
+    effects = run.effects(" ".join(phase))
+    assert [c for c in effects if c[0] == "systemctl"] == [
+        ("systemctl", "stop", "devstack@n-sch.service"),
+        ("systemctl", "disable", "devstack@n-sch.service"),
+    ]
+    if phase == ("unstack",):
+        assert ("stop_process", "nova-sched") in effects
+
+
+@pytest.mark.parametrize("phase", [("stack", "pre-install"), ("unstack",)], ids=" ".join)
+def test_replace_without_a_nova_scheduler_unit_stops_nothing_more(tmp_path, phase):
+    run = ok(run_devstack(tmp_path, phase, local_conf=f"{NOVA_SERVICES}\n{REPLACE}"))
+    name = " ".join(phase)
+    assert run.calls(name, "systemctl-query") == [
+        ("systemctl-query", "is-enabled", "devstack@n-sch.service")
+    ]
+    assert run.calls(name, "systemctl") == []
+
+
+def test_replace_refuses_fake_computes(tmp_path):
+    # The fake computes report to nova-sched's own host list, which nova's
+    # cells replace in this mode.
+    run = run_devstack(
+        tmp_path,
+        ("stack", "pre-install"),
+        ("stack", "install"),
+        local_conf=f"{REPLACE}\nNOVA_SCHED_FAKE_COMPUTES=2",
+    )
+    assert run.returncode != 0
+    assert "NOVA_SCHED_FAKE_COMPUTES" in run.stderr
+    assert "stack install" not in run.phases
+
+
+def test_without_replace_nothing_reads_nova_conf_or_touches_nova_scheduler(tmp_path):
+    phases = [
+        ("stack", "pre-install"),
+        ("stack", "install"),
+        ("stack", "post-config"),
+        ("stack", "extra"),
+        ("stack", "test-config"),
+        ("unstack",),
+    ]
+    run = ok(
+        run_devstack(
+            tmp_path,
+            *phases,
+            local_conf=f"{NOVA_SERVICES}\nFAKE_ENABLED_UNITS=devstack@n-sch.service",
+            nova_conf=NOVA_CONF,
+        )
+    )
+    assert run.inisets("stack post-config") == _own_settings(run)
+    for phase in phases:
+        name = " ".join(phase)
+        assert run.calls(name, "systemctl-query") == []
+        assert run.calls(name, "systemctl") == []
+        assert run.calls(name, "configure_placement_nova_compute") == []
