@@ -73,6 +73,17 @@ class DatabaseUnavailable(NovaSchedException):
         super().__init__(reason=reason)
 
 
+class PlacementUnavailable(NovaSchedException):
+    """nova's Placement did not answer (or answered with a server error)
+    for as long as a request may wait."""
+
+    msg_fmt = "Placement unavailable: %(reason)s"
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason=reason)
+
+
 class NotFound(NovaSchedException):
     """Something an operator named does not exist (nova-sched-manage: exit 1)."""
 

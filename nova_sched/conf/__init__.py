@@ -10,12 +10,13 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, pci, prometheus, scheduler)
+                             metrics, nova_cells, pci, placement, prometheus,
+                             scheduler)
 
 CONF = cfg.CONF
 
 _MODULES = (default, database, scheduler, filter_scheduler, metrics, pci,
-            prometheus, fake_compute)
+            prometheus, fake_compute, nova_cells, placement)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

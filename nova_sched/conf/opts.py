@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, pci, prometheus, scheduler)
+                             metrics, nova_cells, pci, placement, prometheus,
+                             scheduler)
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
@@ -19,7 +20,7 @@ def list_opts():
     """(group, options) pairs of every nova-sched option."""
     result = []
     for module in (default, database, scheduler, filter_scheduler, metrics, pci,
-                   prometheus, fake_compute):
+                   prometheus, fake_compute, nova_cells, placement):
         for group, opts in module.list_opts().items():
             result.append((group, opts))
     return result

@@ -10,6 +10,36 @@ scheduler_group = cfg.OptGroup(
 
 scheduler_opts = [
     cfg.StrOpt(
+        "host_source",
+        default="compute_reports",
+        choices=[
+            ("compute_reports", "Hosts are what the compute_node_update casts "
+             "report (RPC API 2.10), kept in this scheduler's database."),
+            ("nova_cells", "Hosts are read from today's nova: the cells of "
+             "[nova_cells] api_database_connection, their nova-compute "
+             "services and compute nodes, and their resource providers' "
+             "inventories and usages in Placement."),
+        ],
+        help="Where the scheduler learns which compute nodes exist and what "
+        "they hold. 'nova_cells' makes nova-sched the scheduler of a cloud "
+        "of today's nova, in place of nova-scheduler; it needs claims = "
+        "placement.",
+    ),
+    cfg.StrOpt(
+        "claims",
+        default="local",
+        choices=[
+            ("local", "Claims are guarded updates in this scheduler's "
+             "database."),
+            ("placement", "Claims are allocations in nova's Placement "
+             "(PUT /allocations/{instance_uuid}), as nova-scheduler makes "
+             "them; see the [placement] options."),
+        ],
+        help="Where the resources of a chosen node are claimed. 'placement' "
+        "needs host_source = nova_cells (Placement's providers are nova's "
+        "compute nodes); 'local' needs host_source = compute_reports.",
+    ),
+    cfg.StrOpt(
         "cell_uuid",
         help="The uuid of the nova cell this scheduler's compute nodes belong "
         "to, put in every Selection the RPC API 4.x returns (set it to the "

@@ -49,6 +49,7 @@ class Selection:
     # What today's nova's Selection object carries besides.
     node_uuid: str | None = None
     availability_zone: str | None = None
+    cell_uuid: str | None = None
 
     def to_dict(self) -> dict:
         return {"host": self.host, "nodename": self.nodename, "limits": self.limits}
@@ -133,7 +134,7 @@ class Scheduler:
         return Selection(host=state.host, nodename=state.nodename,
                          node_id=state.node_id, limits=self.limits(cycle, row),
                          weight=weight, ratios=cycle.resources.ratios_at(row),
-                         node_uuid=state.uuid,
+                         node_uuid=state.uuid, cell_uuid=state.cell_uuid,
                          availability_zone=(min(zones) if zones
                                             else CONF.default_availability_zone))
 

@@ -2,12 +2,13 @@
 
 Like kube-scheduler's cache, it is fed by events (compute reports handled
 by this daemon, applied from the validated report itself; its own claims
-and releases) and reconciled with the database by reading only the rows
-whose ``changed_at`` stamp moved since the last look, so other daemons'
-claims and reports show up within ``_REFRESH_INTERVAL`` seconds without
-reading every node per request. A full reload every ``[scheduler]
-host_state_resync_interval`` seconds repairs anything a clock skew between
-daemons could have hidden.
+and releases) and reconciled with its host source (``sources``: the
+scheduler's database fed by compute reports, or nova's cells and
+Placement) by reading only what changed since the last look, so other
+daemons' claims and reports show up within ``_REFRESH_INTERVAL`` seconds
+without reading every node per request. Where the source asks for it, a
+full reload every ``[scheduler] host_state_resync_interval`` seconds
+repairs anything a clock skew between daemons could have hidden.
 
 Applying a node is cheap when only its figures moved: a report whose
 descriptive fields (capabilities, stats, PCI pools, NUMA cells...) are the
@@ -32,12 +33,11 @@ import numpy as np
 
 from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
-from nova_sched.db import aggregates as db_aggregates
-from nova_sched.db import allocations as db_allocations
 from nova_sched.db import api as db_api
-from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.scheduler.claims import Claim
+from nova_sched.scheduler.claim_stores.base import Claim
 from nova_sched.scheduler.host_state import NODE_RATIO_COLUMNS, HostState, HostTable
+from nova_sched.scheduler.sources.base import HostRows, HostSource
+from nova_sched.scheduler.sources.compute_reports import ComputeReportsSource
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ _OVERLAP_US = 2_000_000
 
 
 # The report fields a HostState is built from; the rest are row numbers.
-_DESCRIPTIVE = ("uuid", "hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
+_DESCRIPTIVE = ("uuid", "cell_uuid", "hypervisor_type", "hypervisor_version", "cpu_info", "host_ip",
                 "supported_instances", "stats", "metrics", "pci_stats",
                 "numa_topology")
 # Of those, the texts hosts of one model share: kept once (interned), not
@@ -89,14 +89,14 @@ def _epoch(value) -> float:
 class HostManager:
     """Owns the HostTable and keeps it in step with the database."""
 
-    def __init__(self):
+    def __init__(self, source: HostSource | None = None):
+        self.source = source if source is not None else ComputeReportsSource()
         self.lock = threading.RLock()
         self.table = HostTable()
         self._services: dict[str, _Service] = {}
         self._last_refresh_us = 0
         self._last_refresh_mono = 0.0
         self._last_full_mono = 0.0
-        self._aggregate_stamp: int | None = None
         # row -> the descriptive texts its HostState was built from.
         self._described: dict[int, tuple] = {}
         self._parsed_texts: dict[str, Any] = {}
@@ -106,12 +106,13 @@ class HostManager:
 
     # -- reconciliation ---------------------------------------------------
     def full_resync(self) -> None:
-        """Reload every node, service and aggregate from the database."""
+        """Reload every node, service and aggregate from the source."""
         started_us = db_api.now_us()
-        nodes, services = db_nodes.load_changed(0)
-        stamp, aggregates = db_aggregates.load_with_stamp()
-        unclaimed = db_allocations.unclaimed_by_host()
-        fresh = HostTable(capacity=max(64, len(nodes)))
+        rows = self.source.load_all()
+        self._rebuild(rows, started_us)
+
+    def _rebuild(self, rows: HostRows, started_us: int) -> None:
+        fresh = HostTable(capacity=max(64, len(rows.nodes)))
         with self.lock:
             fresh.report_lag = self.table.report_lag
             self.table = fresh
@@ -119,44 +120,46 @@ class HostManager:
             # Heartbeats heard since the last write are newer than the rows.
             heard = {host: service.updated for host, service in self._services.items()}
             self._services = {}
-            self._unclaimed = unclaimed
-            for service in services:
+            self._unclaimed = rows.unclaimed or {}
+            for service in rows.services:
                 self._remember_service(service, heard.get(service["host"], 0.0))
-            self.table.set_aggregates(aggregates)
-            self._aggregate_stamp = stamp
-            for row in nodes:
+            self.table.set_aggregates(rows.aggregates or [])
+            for row in rows.nodes:
                 if not row["deleted"]:
                     self._apply_node(row)
             self._last_refresh_us = started_us
             self._last_refresh_mono = self._last_full_mono = time.monotonic()
         LOG.info("Loaded %d compute nodes and %d aggregates", len(self.table.index),
-                 len(aggregates))
+                 len(rows.aggregates or ()))
 
     def refresh(self, force: bool = False) -> None:
         """Read what changed since the last look (rate-limited unless forced)."""
         now = time.monotonic()
-        if now - self._last_full_mono > CONF.scheduler.host_state_resync_interval:
+        if (self.source.periodic_resync and now - self._last_full_mono
+                > CONF.scheduler.host_state_resync_interval):
             self.full_resync()
             return
         if not force and now - self._last_refresh_mono < _REFRESH_INTERVAL:
             return
         started_us = db_api.now_us()
-        # Reports this process stored were applied before they were stored.
-        nodes, services = db_nodes.load_changed(self._last_refresh_us - _OVERLAP_US,
-                                                skip_writer=db_api.writer_id())
-        aggregates = None
-        if db_aggregates.stamp() != self._aggregate_stamp:
-            stamp, aggregates = db_aggregates.load_with_stamp()
+        rows = self.source.load_changed(self._last_refresh_us - _OVERLAP_US)
+        if rows.full:
+            self._rebuild(rows, started_us)
+            return
         with self.lock:
-            for service in services:
-                self._apply_service(service)
-            for row in nodes:
-                self._apply_node(row)
-            if aggregates is not None:
-                self.table.set_aggregates(aggregates)
-                self._aggregate_stamp = stamp
+            self._apply_rows(rows)
             self._last_refresh_us = started_us
             self._last_refresh_mono = now
+
+    def _apply_rows(self, rows: HostRows) -> None:
+        for service in rows.services:
+            self._apply_service(service)
+        if rows.unclaimed is not None:
+            self._set_unclaimed(rows.unclaimed)
+        for row in rows.nodes:
+            self._apply_node(row)
+        if rows.aggregates is not None:
+            self.table.set_aggregates(rows.aggregates)
 
     def has_unclaimed(self) -> bool:
         """Whether any host runs instances without a claim."""
@@ -165,14 +168,17 @@ class HostManager:
     def recount_unclaimed(self) -> None:
         """Re-read the instances hosts run without a claim (after nova said
         which instances a host runs) and count them in num_instances."""
-        unclaimed = db_allocations.unclaimed_by_host()
+        unclaimed = self.source.unclaimed_by_host()
         with self.lock:
-            table = self.table
-            for host in set(unclaimed) | set(self._unclaimed):
-                change = unclaimed.get(host, 0) - self._unclaimed.get(host, 0)
-                for row in table.host_rows.get(host, ()):
-                    table.columns["num_instances"][row] += change
-            self._unclaimed = unclaimed
+            self._set_unclaimed(unclaimed)
+
+    def _set_unclaimed(self, unclaimed: dict[str, int]) -> None:
+        table = self.table
+        for host in set(unclaimed) | set(self._unclaimed):
+            change = unclaimed.get(host, 0) - self._unclaimed.get(host, 0)
+            for row in table.host_rows.get(host, ()):
+                table.columns["num_instances"][row] += change
+        self._unclaimed = unclaimed
 
     def set_report_lag(self, seconds: float) -> None:
         """How far behind its queue the daemon runs: a host's reports wait
@@ -186,12 +192,21 @@ class HostManager:
     def refresh_node(self, node_id: int) -> None:
         """Re-read one node and its service: after a report this daemon
         stored, a release, or another daemon winning a claim on it."""
-        node, service = db_nodes.load_node(node_id)
+        rows = self.source.load_node(node_id)
         with self.lock:
-            if service is not None:
-                self._apply_service(service)
-            if node is not None:
-                self._apply_node(node)
+            self._apply_rows(rows)
+
+    def hosts_of(self, instance_uuids) -> dict[str, str]:
+        """uuid -> host of the instances that are on a host or claimed."""
+        return self.source.hosts_of(instance_uuids)
+
+    def provider_host(self, node_uuid: str) -> tuple[str, int] | None:
+        """(host, node id) of the node whose uuid (resource provider) this is."""
+        with self.lock:
+            for state in self.table.states:
+                if state.uuid == node_uuid:
+                    return state.host, state.node_id
+        return None
 
     # -- applying rows ------------------------------------------------------
     def _remember_service(self, row: Mapping, heard: float | None = None) -> _Service:
@@ -284,6 +299,7 @@ class HostManager:
             nodename=node["hypervisor_hostname"],
             node_id=node_id,
             uuid=text["uuid"],
+            cell_uuid=text["cell_uuid"],
             hypervisor_type=text["hypervisor_type"],
             hypervisor_version=text["hypervisor_version"],
             hypervisor_hostname=node["hypervisor_hostname"],
@@ -340,6 +356,9 @@ class HostManager:
             cols["num_instances"][row] += 1
             # nova counts a build as an I/O operation until the node reports.
             cols["num_io_ops"][row] += 1
+            state = self.table.states[row]
+        if claim.instance_uuid:
+            self.source.note_claimed(claim, state.host)
 
     def candidates(self) -> np.ndarray:
         """Rows of every live node (filters then narrow them down)."""

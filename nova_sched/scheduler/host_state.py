@@ -76,6 +76,7 @@ class HostState:
     nodename: str
     node_id: int
     uuid: str | None = None  # today's nova's compute node uuid
+    cell_uuid: str | None = None  # the nova cell it was read from
     hypervisor_type: str | None = None
     hypervisor_version: int | None = None
     hypervisor_hostname: str | None = None

@@ -1,0 +1,40 @@
+"""Options of the [nova_cells] group: reading the hosts of today's nova."""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+nova_cells_group = cfg.OptGroup(
+    "nova_cells", title="nova's cells",
+    help="With [scheduler] host_source = nova_cells: where nova's databases "
+    "are and how often they are read.")
+
+nova_cells_opts = [
+    cfg.StrOpt(
+        "api_database_connection",
+        secret=True,
+        help="SQLAlchemy URL of nova's API database (nova's [api_database] "
+        "connection). Its cell_mappings name the cells (cell0 is skipped); "
+        "each cell database is reached through the database_connection its "
+        "mapping stores. Read only: nothing is written there.",
+    ),
+    cfg.FloatOpt(
+        "refresh_interval",
+        default=5.0,
+        min=0.1,
+        help="Seconds between reads of what changed in nova's databases "
+        "(services, compute nodes, host mappings, instances, aggregates) and "
+        "of the providers' usages in Placement. A compute node mapped by "
+        "'nova-manage cell_v2 discover_hosts' becomes a candidate within "
+        "this time. Decisions never wait for these reads.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(nova_cells_group)
+    conf.register_opts(nova_cells_opts, group=nova_cells_group)
+
+
+def list_opts():
+    return {nova_cells_group: nova_cells_opts}

@@ -1,0 +1,66 @@
+"""What a host source hands the host table, and the interface it offers.
+
+A host source is where the scheduler learns which compute nodes exist,
+whether their services are up, what they hold and which aggregates they
+are in. Two stand behind this interface: ``compute_reports`` (the nodes
+the compute_node_update casts report, kept in the scheduler's database)
+and ``nova_cells`` (today's nova's API and cell databases, and Placement).
+The host table (``HostManager``) applies what a source returns the same
+way whichever it is: node rows in the shape of the scheduler's own
+``compute_nodes`` rows (claims included) and service rows in the shape of
+its ``services`` rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping, Protocol
+
+from nova_sched.db.aggregates import AggregateInfo
+
+
+@dataclasses.dataclass
+class HostRows:
+    """Rows for the host table.
+
+    ``aggregates`` and ``unclaimed`` (host -> instances running there
+    without a claim of this scheduler) are None when unchanged. With
+    ``full`` the rows are the whole cloud and the table is rebuilt from
+    them.
+    """
+
+    nodes: list[Mapping] = dataclasses.field(default_factory=list)
+    services: list[Mapping] = dataclasses.field(default_factory=list)
+    aggregates: list[AggregateInfo] | None = None
+    unclaimed: dict[str, int] | None = None
+    full: bool = False
+
+
+class HostSource(Protocol):
+    """Where the host table's rows come from."""
+
+    # Whether the table must be rebuilt from ``load_all`` every [scheduler]
+    # host_state_resync_interval (a source that cannot miss a change says no).
+    periodic_resync: bool
+
+    def load_all(self) -> HostRows:
+        """Every node, service and aggregate (``full`` set)."""
+
+    def load_changed(self, since_us: int) -> HostRows:
+        """What changed since ``since_us`` (microseconds since the epoch, as
+        ``db.api.now_us``); may be a full picture."""
+
+    def load_node(self, node_id: int) -> HostRows:
+        """One node and its service, read again now."""
+
+    def unclaimed_by_host(self) -> dict[str, int]:
+        """host -> instances it runs that hold no claim of this scheduler."""
+
+    def hosts_of(self, instance_uuids: Iterable[str]) -> dict[str, str]:
+        """uuid -> host of those instances that are on a host (or claimed)."""
+
+    def note_claimed(self, claim, host: str) -> None:
+        """This scheduler just counted ``claim`` (a Claim) on a node of ``host``."""
+
+    def problem(self) -> str | None:
+        """Why the source cannot be read now (for /healthz), else None."""

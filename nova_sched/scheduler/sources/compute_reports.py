@@ -1,0 +1,65 @@
+"""The ``compute_reports`` host source: what compute nodes report, as stored.
+
+Compute nodes report themselves with ``compute_node_update`` casts; the
+daemon applies each report to its host table at once and stores it
+(``report_ingest``). This source reads the scheduler's own database:
+every row whose ``changed_at`` stamp moved (another daemon's report or
+claim, an operator's command), skipping the rows this process wrote
+itself (``changed_by``: it applied them already), and the aggregates when
+their stamp moved.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from nova_sched.db import aggregates as db_aggregates
+from nova_sched.db import allocations as db_allocations
+from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.scheduler.sources.base import HostRows
+
+
+class ComputeReportsSource:
+    """Host rows from the scheduler's database, fed by compute reports."""
+
+    # Clock skew between daemons can hide a change from a stamp-based read.
+    periodic_resync = True
+
+    def __init__(self):
+        self._aggregate_stamp: int | None = None
+
+    def load_all(self) -> HostRows:
+        nodes, services = db_nodes.load_changed(0)
+        stamp, aggregates = db_aggregates.load_with_stamp()
+        self._aggregate_stamp = stamp
+        return HostRows(nodes, services, aggregates,
+                        db_allocations.unclaimed_by_host(), full=True)
+
+    def load_changed(self, since_us: int) -> HostRows:
+        # Reports this process stored were applied before they were stored.
+        nodes, services = db_nodes.load_changed(since_us,
+                                                skip_writer=db_api.writer_id())
+        rows = HostRows(nodes, services)
+        if db_aggregates.stamp() != self._aggregate_stamp:
+            self._aggregate_stamp, rows.aggregates = db_aggregates.load_with_stamp()
+        return rows
+
+    def load_node(self, node_id: int) -> HostRows:
+        node, service = db_nodes.load_node(node_id)
+        return HostRows([node] if node is not None else [],
+                        [service] if service is not None else [])
+
+    def unclaimed_by_host(self) -> dict[str, int]:
+        return db_allocations.unclaimed_by_host()
+
+    def hosts_of(self, instance_uuids: Iterable[str]) -> dict[str, str]:
+        return db_allocations.hosts_of(instance_uuids)
+
+    def note_claimed(self, claim, host: str) -> None:
+        # The claim's own row says where the instance is.
+        pass
+
+    def problem(self) -> str | None:
+        # The database probe of /healthz covers this source.
+        return None
