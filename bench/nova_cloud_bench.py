@@ -1,0 +1,597 @@
+"""nova-sched and nova-scheduler side by side in one test cloud of today's nova.
+
+    python bench/nova_cloud_bench.py                       # 1,000 and 10,000 nodes, both schedulers
+    python bench/nova_cloud_bench.py --sizes 1000 --calls 50
+    python bench/nova_cloud_bench.py --schedulers nova-scheduler
+    python bench/nova_cloud_bench.py --py-spy              # plus a profile of nova-sched at the largest size
+    python bench/nova_cloud_bench.py --json                # one JSON object on stdout, the table on stderr
+
+One cloud of nova 34 and Placement 16 (tests/functional/novacloud.py: a
+private RabbitMQ vhost, four databases on the local MariaDB, Placement's
+WSGI app; no nova-api, conductor or nova-compute process: nothing here
+needs them), then, per fleet size in increasing order:
+
+1. registers nodes up to the size as nova-compute with the fake driver
+   leaves them (bench/nova_cloud_register.py, bulk SQL: services,
+   compute_nodes, host_mappings, resource providers with inventories and
+   the driver's traits, OWNER_NOVA among them); a background process
+   refreshes the services' heartbeats every 10 s so they stay up;
+2. per scheduler, one at a time (the other stopped: they never share the
+   2 cores), the same nodes and the same Placement: starts it, waits for
+   its ``scheduler`` queue consumer, fanout-casts ``sync_instance_info``
+   twice for every node (what nova-compute sends; without it nova-scheduler
+   reads every candidate's instances on every request) and waits until
+   the broker has delivered them, then bench/nova_select_driver.py (nova's
+   own SchedulerAPI in the nova venv) makes ``--warmup`` then ``--calls``
+   sequential ``select_destinations`` calls (4.5, conductor's arguments,
+   a RequestSpec for 1 vCPU / 512 MB / 1 GB as nova-api builds it, a fresh
+   instance uuid each; the scheduler claims in Placement);
+3. checks every call's claim in Placement's database: exactly one
+   allocation, on the node the call returned, of exactly the flavor's
+   VCPU / MEMORY_MB / DISK_GB (lost: none; doubled: more than one provider
+   or amount; wrong node: another provider than the Selection's; stray:
+   allocations of consumers no call made), then stops the scheduler and
+   deletes the allocations (Placement's REST API) before the next one.
+
+Latency is the client's, from the call to nova's deserialised Selections;
+p50/p99 are nearest-rank over ``--calls`` (warm-up calls excluded). Also
+the scheduler's CPU per call (its process tree's user + system time over
+the timed calls) and memory (PSS) after them.
+
+With ``--py-spy``, after nova-sched's timed calls at the largest size, a
+further ``--calls`` calls run under ``py-spy record`` (figures kept apart,
+not in the table) and one ``py-spy dump``; the top functions are printed
+and the raw profile kept in the work directory.
+
+Exit status: 0; 1 when a claim was lost, doubled or wrong, a call failed
+or a scheduler died; 2 when the benchmark could not run (no nova venv,
+MariaDB or RabbitMQ). The work directory (configs, every process's log,
+the driver's per-call lines, profiles) is printed and kept with ``--keep``
+or when something failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests" / "functional"))
+
+import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+import novacloud  # noqa: E402  (tests/functional/novacloud.py)
+from e2e_bench import cpu_seconds, memory_mb, percentile  # noqa: E402
+
+SCHEDULERS = ("nova-scheduler", "nova-sched")
+PREFIX = "bench-node-"
+FLAVOR = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+HEARTBEAT_S = 10
+READY_TIMEOUT = 300
+
+
+class BenchError(Exception):
+    """The benchmark cannot go on; the message says why."""
+
+
+def say(msg: str) -> None:
+    print(f"nova-cloud-bench: {msg}", file=sys.stderr, flush=True)
+
+
+class Phases:
+    """Wall time of each step, in the order they ran."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    @contextlib.contextmanager
+    def timed(self, name: str, **labels):
+        started = time.monotonic()
+        row = {"phase": name, **labels}
+        try:
+            yield row
+        finally:
+            row["seconds"] = round(time.monotonic() - started, 2)
+            self.rows.append(row)
+            extra = " ".join(f"{k}={v}" for k, v in labels.items())
+            say(f"{name} {extra}: {row['seconds']:.1f} s")
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.workdir = Path(args.workdir or tempfile.mkdtemp(prefix="nova-cloud-bench-"))
+        self.cloud = novacloud.NovaCloud(self.workdir / "cloud", name="bench",
+                                         debug=False)
+        self.python = str(self.cloud.bin / "python")
+        self.phases = Phases()
+        self.results: dict[int, dict[str, dict]] = {}
+        self.profile: dict | None = None
+        self.failed = False
+
+    # -- the cloud -----------------------------------------------------------
+    def open(self) -> None:
+        if not Path(self.python).exists():
+            raise BenchError(f"no nova venv at {self.cloud.venv} "
+                             "(tools/nova_venv.sh '34.*' DIR; NOVA_SCHED_NOVA_VENV)")
+        if not novacloud.mysql_reachable():
+            raise BenchError("no MariaDB on 127.0.0.1:3306")
+        if not cloudlib.rabbit_reachable():
+            raise BenchError("no RabbitMQ on 127.0.0.1:5672")
+        with self.phases.timed("cloud: vhost, databases, schemas, cells"):
+            self.cloud.open()
+            self.cloud.deploy()
+        with self.phases.timed("cloud: placement up"):
+            # Only Placement: the benchmark plays conductor and the computes.
+            self.cloud.spawn("placement", [self.python, str(novacloud.HERE / "novacloud_stubs.py"),
+                                           "wsgi", "placement", "--port",
+                                           str(self.cloud.ports["placement"])])
+            self.cloud.wait_for_port("placement")
+            # Placement fills its traits and resource classes at start-up.
+            self.cloud.placement.get("/traits?name=in:OWNER_NOVA")
+
+    def register(self, size: int) -> dict:
+        with self.phases.timed("register nodes", nodes=size) as row:
+            out = self.cloud.run("register", [
+                self.python, str(HERE / "nova_cloud_register.py"),
+                "--api-db", self.cloud.dbs.url("api"),
+                "--cell-db", self.cloud.dbs.url("cell1"),
+                "--placement-db", self.cloud.dbs.url("placement"),
+                "--nova-conf", str(self.cloud.nova_conf),
+                "--prefix", PREFIX, "--total", str(size)], timeout=1800)
+            done = json.loads(out.strip().splitlines()[-1])
+            row["added"] = done["added"]
+        if "heartbeat" not in self.cloud.procs:
+            self.cloud.spawn("heartbeat", [
+                self.python, str(HERE / "nova_cloud_register.py"),
+                "--api-db", self.cloud.dbs.url("api"),
+                "--cell-db", self.cloud.dbs.url("cell1"),
+                "--prefix", PREFIX, "--heartbeat-every", str(HEARTBEAT_S)])
+        return done
+
+    # -- the schedulers ------------------------------------------------------
+    def nova_sched_overrides(self) -> dict:
+        return {
+            "DEFAULT": {"debug": False},
+            "scheduler": {"cell_uuid": self.cloud.cell1_uuid},
+            # The operator's default, not the functional tests' 1 s.
+            "nova_cells": {"refresh_interval": 5},
+        }
+
+    def start(self, kind: str, size: int) -> None:
+        with self.phases.timed("scheduler start until its queue has a consumer",
+                               scheduler=kind, nodes=size):
+            self.cloud.start_scheduler(kind, self.nova_sched_overrides())
+            probe = _Probe(self.cloud.broker.vhost)
+            try:
+                self.cloud._wait(lambda: (probe.consumers("scheduler") or 0) >= 1,
+                                 READY_TIMEOUT, f"{kind} consuming from 'scheduler'")
+            finally:
+                probe.close()
+
+    def stop(self, kind: str) -> None:
+        code = self.cloud.stop(kind, timeout=30)
+        say(f"{kind} stopped (exit {code})")
+
+    def sync_instances(self, kind: str, size: int) -> None:
+        if self.args.no_instance_sync:
+            return
+        with self.phases.timed("sync_instance_info casts x2, delivered",
+                               scheduler=kind, nodes=size):
+            self.driver([f"--calls=0", "--warmup=0", f"--sync-count={size}"],
+                        f"sync-{kind}-{size}")
+            self._drained(f"{kind}'s fanout queues")
+
+    def _drained(self, what: str, timeout: float = 600) -> None:
+        def _empty():
+            self.cloud.assert_running()
+            out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "-p",
+                                  self.cloud.broker.vhost, "name", "messages",
+                                  "messages_unacknowledged"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+            return all(r[1:] == ["0", "0"] for r in rows if len(r) == 3)
+        self.cloud._wait(_empty, timeout, f"{what} drained")
+
+    def driver(self, extra: list[str], name: str, on_line=None) -> list[dict]:
+        """bench/nova_select_driver.py in the nova venv; its JSON lines."""
+        cmd = [self.python, str(HERE / "nova_select_driver.py"),
+               "--transport-url", self.cloud.transport_url, "--sync-prefix", PREFIX,
+               *extra]
+        log = self.workdir / f"driver-{name}.jsonl"
+        lines: list[dict] = []
+        with open(log, "w") as out, open(self.workdir / f"driver-{name}.err", "w") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                                    env=self.cloud._env(), cwd=str(self.workdir))
+            for text in proc.stdout:
+                out.write(text)
+                with contextlib.suppress(ValueError):
+                    line = json.loads(text)
+                    lines.append(line)
+                    if on_line:
+                        on_line(line)
+            proc.wait()
+        if proc.returncode != 0 or not lines or "done" not in lines[-1] and "synced" not in lines[-1]:
+            raise BenchError(f"the driver failed ({proc.returncode}): "
+                             f"{(self.workdir / f'driver-{name}.err').read_text()[-3000:]}")
+        return lines
+
+    # -- one measurement -------------------------------------------------------
+    def measure(self, kind: str, size: int) -> dict:
+        self.start(kind, size)
+        try:
+            self.sync_instances(kind, size)
+            pid = self.cloud.procs[kind].pid
+            calls = []
+            with self.phases.timed("warm-up and timed calls", scheduler=kind, nodes=size):
+                # The scheduler's and Placement's CPU over the timed calls only.
+                placement = self.cloud.procs["placement"].pid
+                cpu: dict[str, tuple[float, float]] = {}
+
+                def mark(line=None):
+                    cpu["start"] = (cpu_seconds(pid), cpu_seconds(placement))
+
+                def on_line(line):
+                    if line.get("i") == self.args.warmup - 1:
+                        mark()
+                if self.args.warmup == 0:
+                    mark()
+                load0 = os.getloadavg()[0]
+                lines = self.driver([f"--calls={self.args.calls}",
+                                     f"--warmup={self.args.warmup}"],
+                                    f"calls-{kind}-{size}", on_line=on_line)
+                end = (cpu_seconds(pid), cpu_seconds(placement))
+            calls = [line for line in lines if "i" in line]
+            start = cpu.get("start", end)
+            result = self.summarise(calls, end[0] - start[0], memory_mb(pid))
+            result["placement_cpu_ms_per_call"] = round(
+                (end[1] - start[1]) * 1000 / max(1, result["calls"]), 1)
+            result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+            with self.phases.timed("check claims in Placement", scheduler=kind, nodes=size):
+                result["check"] = self.check(calls)
+            if (self.args.py_spy and kind == "nova-sched"
+                    and size == max(self.args.sizes)):
+                self.profile = self.profiled(kind, size)
+                result["check_profiled"] = self.profile.pop("check")
+            result["log_errors"] = self.log_errors(kind)
+        finally:
+            self.stop(kind)
+        with self.phases.timed("delete claims", scheduler=kind, nodes=size):
+            self.clean()
+        return result
+
+    def summarise(self, calls: list[dict], cpu: float, pss: float) -> dict:
+        timed = [c for c in calls if not c["warmup"]]
+        ok = [c["ms"] for c in timed if "error" not in c]
+        warm = [c["ms"] for c in calls if c["warmup"] and "error" not in c]
+        return {
+            "calls": len(timed), "errors": sum(1 for c in calls if "error" in c),
+            "first_errors": [c["error"] for c in calls if "error" in c][:3],
+            "p50_ms": percentile(ok, 50), "p99_ms": percentile(ok, 99),
+            "mean_ms": round(sum(ok) / len(ok), 1) if ok else None,
+            "min_ms": min(ok, default=None), "max_ms": max(ok, default=None),
+            "warmup_ms": warm,
+            "cpu_ms_per_call": round(cpu * 1000 / len(timed), 1) if timed else None,
+            "memory_mb": round(pss),
+            "alternates": collections.Counter(c.get("alternates") for c in timed
+                                              if "error" not in c).most_common(1)[0][0]
+            if ok else None,
+            "distinct_nodes": len({c.get("node_uuid") for c in timed if "error" not in c}),
+        }
+
+    def check(self, calls: list[dict]) -> dict:
+        """Each call's claim, from Placement's own tables."""
+        rows = self.cloud.dbs.query("placement", """
+            SELECT a.consumer_id AS consumer, rp.uuid AS rp, rc.name AS rc, a.used AS used
+            FROM allocations a
+            JOIN resource_providers rp ON rp.id = a.resource_provider_id
+            JOIN resource_classes rc ON rc.id = a.resource_class_id""")
+        by_consumer: dict[str, list[dict]] = collections.defaultdict(list)
+        for row in rows:
+            by_consumer[row["consumer"]].append(row)
+        lost, doubled, wrong, answered = [], [], [], 0
+        for call in calls:
+            if "error" in call:
+                continue
+            answered += 1
+            held = by_consumer.get(call["uuid"], [])
+            if not held:
+                lost.append(call["uuid"])
+                continue
+            providers = {r["rp"] for r in held}
+            amounts = collections.Counter()
+            for r in held:
+                amounts[r["rc"]] += r["used"]
+            if len(providers) > 1 or len(held) != len(FLAVOR) or dict(amounts) != FLAVOR:
+                doubled.append({"uuid": call["uuid"], "allocations": held})
+            elif providers != {call["node_uuid"]}:
+                wrong.append({"uuid": call["uuid"], "returned": call["node_uuid"],
+                              "claimed": sorted(providers)})
+        made = {c["uuid"] for c in calls}
+        stray = sorted(set(by_consumer) - made)
+        return {"answered": answered, "claimed": answered - len(lost),
+                "lost": lost, "doubled": doubled, "wrong_node": wrong, "stray": stray}
+
+    def clean(self) -> None:
+        consumers = [r["consumer_id"] for r in self.cloud.dbs.query(
+            "placement", "SELECT DISTINCT consumer_id FROM allocations")]
+        for consumer in consumers:
+            self.cloud.placement.delete(f"/allocations/{consumer}")
+        left = self.cloud.dbs.query("placement", "SELECT COUNT(*) AS n FROM allocations")
+        if left[0]["n"]:
+            raise BenchError(f"{left[0]['n']} allocations left after deleting them")
+
+    def log_errors(self, kind: str) -> list[str]:
+        text = self.cloud.log_text(kind).splitlines()
+        return [line for line in text if " ERROR " in line or "Traceback" in line][:20]
+
+    # -- profile -------------------------------------------------------------------
+    def profiled(self, kind: str, size: int) -> dict:
+        """Further calls under py-spy record, and one py-spy dump among them."""
+        pid = self.cloud.procs[kind].pid
+        raw = self.workdir / f"py-spy-{kind}-{size}.txt"
+        rec_log = open(self.workdir / "py-spy-record.log", "w")
+        recorder = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+             "--rate", "200", "--format", "raw", "--output", str(raw)],
+            stdout=rec_log, stderr=subprocess.STDOUT, start_new_session=True)
+        time.sleep(1.0)
+        dumps = []
+        half = self.args.calls // 2
+
+        def maybe_dump(line):
+            if line.get("i") == half:
+                out = subprocess.run(["py-spy", "dump", "--pid", str(pid),
+                                      "--subprocesses", "--nonblocking"],
+                                     capture_output=True, text=True, timeout=60)
+                dumps.append(out.stdout + out.stderr)
+        with self.phases.timed("profiled calls (py-spy record)", scheduler=kind, nodes=size):
+            lines = self.driver([f"--calls={self.args.calls}", "--warmup=0"],
+                                f"profiled-{kind}-{size}", on_line=maybe_dump)
+        recorder.send_signal(signal.SIGINT)
+        try:
+            recorder.wait(60)
+        except subprocess.TimeoutExpired:
+            recorder.kill()
+        rec_log.close()
+        calls = [line for line in lines if "i" in line]
+        (self.workdir / f"py-spy-dump-{kind}-{size}.txt").write_text("\n".join(dumps))
+        ok = [c["ms"] for c in calls if "error" not in c]
+        return {"calls": len(calls), "p50_ms": percentile(ok, 50),
+                "p99_ms": percentile(ok, 99), "raw": str(raw),
+                "top": summarise_profile(raw) if raw.exists() else None,
+                "dump": dumps[0] if dumps else None, "check": self.check(calls)}
+
+    # -- the run -----------------------------------------------------------------
+    def run(self) -> dict:
+        started = dt.datetime.now(dt.timezone.utc)
+        self.open()
+        info = {"nova": _version(self.python, "nova"),
+                "placement": _version(self.python, "openstack-placement")}
+        for size in sorted(self.args.sizes):
+            self.register(size)
+            self.results[size] = {}
+            for kind in self.args.schedulers:
+                say(f"{kind}, {size:,} nodes")
+                self.results[size][kind] = self.measure(kind, size)
+        return {
+            "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+            "command": " ".join(shlex.quote(a) for a in [
+                "python", "bench/nova_cloud_bench.py", *sys.argv[1:]]),
+            "machine": {"cores": os.cpu_count(), "load_at_start": os.getloadavg()[0]},
+            **info, "calls": self.args.calls, "warmup": self.args.warmup,
+            "results": {str(k): v for k, v in self.results.items()},
+            "ratios": self.ratios(), "phases": self.phases.rows,
+            "profile": self.profile, "workdir": str(self.workdir),
+        }
+
+    def ratios(self) -> dict:
+        out = {}
+        for size, by in self.results.items():
+            a, b = by.get("nova-scheduler"), by.get("nova-sched")
+            if a and b and b["p50_ms"] and b["p99_ms"] and a["p50_ms"] and a["p99_ms"]:
+                out[str(size)] = {"p50": round(a["p50_ms"] / b["p50_ms"], 1),
+                                  "p99": round(a["p99_ms"] / b["p99_ms"], 1)}
+        return out
+
+    def close(self) -> None:
+        self.cloud.close()
+
+
+class _Probe:
+    """The consumers of a queue (kombu, passive declare)."""
+
+    def __init__(self, vhost: str):
+        import kombu
+
+        self.conn = kombu.Connection(
+            f"amqp://{cloudlib.BROKER_USER}:{cloudlib.BROKER_PASSWORD}@"
+            f"{cloudlib.RABBIT_HOST}:{cloudlib.RABBIT_PORT}/{vhost}", connect_timeout=5)
+        self.conn.connect()
+
+    def consumers(self, queue: str) -> int | None:
+        channel = self.conn.channel()
+        try:
+            return channel.queue_declare(queue=queue, passive=True)[2]
+        except Exception:  # NotFound closes the channel
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                channel.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.release()
+
+
+def _version(python: str, dist: str) -> str | None:
+    out = subprocess.run([python, "-c", "import importlib.metadata as m, sys; "
+                          f"print(m.version({dist!r}))"], capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+def summarise_profile(raw: Path, top: int = 15) -> dict:
+    """py-spy's raw (collapsed) stacks: the functions with the most samples,
+    on top of the stack (self) and anywhere in it (total)."""
+    own: collections.Counter = collections.Counter()
+    total: collections.Counter = collections.Counter()
+    samples = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        samples += n
+        frames = [f.strip() for f in stack.split(";") if f.strip()]
+        if not frames:
+            continue
+        own[_short(frames[-1])] += n
+        for frame in {_short(f) for f in frames}:
+            total[frame] += n
+
+    def pct(counter):
+        return [(name, round(100 * n / samples, 1)) for name, n in counter.most_common(top)]
+    return {"samples": samples, "self": pct(own), "total": pct(total)}
+
+
+def _short(frame: str) -> str:
+    """``func (path/to/module.py:123)`` -> ``func (module.py:123)``."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
+
+
+# -- output -------------------------------------------------------------------
+def table(report: dict) -> str:
+    def f(x, digits=1):
+        return "-" if x is None else f"{x:,.{digits}f}"
+    lines = ["| nodes | scheduler | p50 ms | p99 ms | mean | min / max | CPU ms/call "
+             "(Placement's) | PSS MB | calls (errors) | lost / doubled / wrong node / stray "
+             "| load 1 min |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for size, by in report["results"].items():
+        for kind, r in by.items():
+            c = r["check"]
+            lines.append(
+                f"| {int(size):,} | {kind} | {f(r['p50_ms'])} | {f(r['p99_ms'])} | "
+                f"{f(r['mean_ms'])} | {f(r['min_ms'])} / {f(r['max_ms'])} | "
+                f"{f(r['cpu_ms_per_call'])} ({f(r['placement_cpu_ms_per_call'])}) | "
+                f"{r['memory_mb']:,} | {r['calls']} ({r['errors']}) | "
+                f"{len(c['lost'])} / {len(c['doubled'])} / {len(c['wrong_node'])} / "
+                f"{len(c['stray'])} | {r['load'][0]:.1f} - {r['load'][1]:.1f} |")
+        ratio = report["ratios"].get(size)
+        if ratio:
+            lines.append(f"| {int(size):,} | **nova-scheduler / nova-sched** | "
+                         f"**{ratio['p50']:,}x** | **{ratio['p99']:,}x** | | | | | | | |")
+    out = "\n".join(lines)
+    phases = "\n".join(
+        f"  {row['seconds']:8.1f} s  {row['phase']}"
+        + "".join(f", {k} {v}" for k, v in row.items() if k not in ("phase", "seconds"))
+        for row in report["phases"])
+    out += f"\n\nphases:\n{phases}"
+    profile = report.get("profile")
+    if profile and profile.get("top"):
+        top = profile["top"]
+        out += (f"\n\npy-spy, nova-sched, {profile['calls']} further calls "
+                f"(p50 {f(profile['p50_ms'])} ms under the profiler), "
+                f"{top['samples']} samples:\n  self:\n"
+                + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["self"])
+                + "\n  total:\n" + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["total"]))
+    return out
+
+
+def bad(report: dict) -> list[str]:
+    problems = []
+    for size, by in report["results"].items():
+        for kind, r in by.items():
+            for check in (r["check"], r.get("check_profiled")):
+                if not check:
+                    continue
+                for key in ("lost", "doubled", "wrong_node", "stray"):
+                    if check[key]:
+                        problems.append(f"{kind} at {size} nodes: {key} {check[key][:5]}")
+            if r["errors"]:
+                problems.append(f"{kind} at {size} nodes: {r['errors']} calls failed: "
+                                f"{r['first_errors']}")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000",
+                        type=lambda s: [int(x) for x in s.split(",") if x],
+                        help="fleet sizes, registered cumulatively (default 1000,10000)")
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS),
+                        type=lambda s: [x for x in s.split(",") if x],
+                        help="which, in this order (default nova-scheduler,nova-sched)")
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-instance-sync", action="store_true",
+                        help="no sync_instance_info casts before the calls")
+    parser.add_argument("--py-spy", action="store_true",
+                        help="profile nova-sched at the largest size (extra calls)")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON object on stdout, the table on stderr")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--workdir", help="work directory (default: a new temporary one)")
+    args = parser.parse_args()
+    for kind in args.schedulers:
+        if kind not in SCHEDULERS:
+            parser.error(f"unknown scheduler {kind!r}: {', '.join(SCHEDULERS)}")
+
+    bench = Bench(args)
+    say(f"work directory {bench.workdir}")
+
+    def _term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, _term)
+    report = None
+    try:
+        report = bench.run()
+    except (BenchError, novacloud.CloudError) as err:
+        say(f"cannot go on: {err}")
+        bench.failed = True
+        code = 2 if not bench.results else 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        bench.failed = True
+        code = 1
+    else:
+        code = 0
+    finally:
+        with contextlib.suppress(Exception):
+            bench.close()
+    if report is not None:
+        problems = bad(report)
+        for problem in problems:
+            say(f"FAILED: {problem}")
+        code = 1 if problems else 0
+        text = table(report)
+        if args.json:
+            print(text, file=sys.stderr)
+            print(json.dumps(report, indent=1, default=str))
+        else:
+            print(text)
+    if args.keep or code:
+        say(f"kept {bench.workdir}")
+    else:
+        shutil.rmtree(bench.workdir, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
