@@ -17,6 +17,7 @@ from nova_sched.db import api as db_api
 from nova_sched.db import migration
 from nova_sched.health import HealthMonitor, WorkerHealthFiles
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
+from nova_sched.scheduler import claim_stores
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from nova_sched.scheduler.metrics import SchedulerMetrics
@@ -34,6 +35,11 @@ def check_startup() -> None:
 
     Raises ConfigurationError or DatabaseUnavailable with a one-line reason.
     """
+    claim_stores.check_pairing()
+    if CONF.scheduler.host_source == "nova_cells" and not CONF.nova_cells.api_database_connection:
+        raise exception.ConfigurationError(
+            "[scheduler] host_source = nova_cells needs [nova_cells] "
+            "api_database_connection (nova's API database)")
     db_api.wait_for_database(CONF.database.max_retries, CONF.database.retry_interval)
     if not migration.schema_is_current():
         raise exception.ConfigurationError(
@@ -94,7 +100,10 @@ class SchedulerService:
             on_probe = [lambda _reason: self.sample_metrics()]
             if self._worker_health_dir is not None:
                 on_probe.append(WorkerHealthFiles(self._worker_health_dir).write)
-            self.health = HealthMonitor(self.server.problem, db_api.ping, on_probe)
+            server = self.server
+            self.health = HealthMonitor(
+                lambda: server.problem() or self.manager.problem(), db_api.ping,
+                on_probe)
             self.health.start()
         if self.endpoint is not None:
             self.endpoint.start()
@@ -148,6 +157,7 @@ class SchedulerService:
         if self._periodic is not None:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()
+        self.manager.host_manager.source.stop()
         LOG.info("nova-sched %s stopped", CONF.host)
 
 

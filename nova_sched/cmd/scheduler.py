@@ -57,7 +57,7 @@ def _serve_until_signalled(worker_health_dir: str | None = None) -> int:
     service = SchedulerService(worker_health_dir=worker_health_dir)
     try:
         service.start()
-    except exception.ConfigurationError as err:
+    except (exception.ConfigurationError, exception.DatabaseUnavailable) as err:
         service.stop()
         return _refuse(err)
     while not stop.wait(1.0):

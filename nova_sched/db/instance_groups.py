@@ -71,6 +71,15 @@ def describe(ref: str) -> tuple[str | None, dict]:
 
 
 @db_api.retry_on_disconnect
+def members(group_uuid: str) -> list[str]:
+    """The uuids of the group's members, as recorded."""
+    g, m = models.InstanceGroup, models.InstanceGroupMember
+    with db_api.session_scope() as session:
+        return list(session.execute(
+            sa.select(m.instance_uuid).join(g, g.id == m.group_id)
+            .where(sa.or_(g.uuid == group_uuid, g.name == group_uuid))).scalars())
+
+
 def member_hosts(group_uuid: str, exclude: set[str] | None = None) -> dict[str, int]:
     """host -> number of the group's members placed or claimed there.
 
@@ -79,12 +88,7 @@ def member_hosts(group_uuid: str, exclude: set[str] | None = None) -> dict[str, 
     holding a claim, recorded from a compute's sync, count where they run).
     """
     exclude = exclude or set()
-    g, m = models.InstanceGroup, models.InstanceGroupMember
-    with db_api.session_scope() as session:
-        members = list(session.execute(
-            sa.select(m.instance_uuid).join(g, g.id == m.group_id)
-            .where(sa.or_(g.uuid == group_uuid, g.name == group_uuid))).scalars())
     counts = collections.Counter(
-        host for uuid, host in db_allocations.hosts_of(members).items()
+        host for uuid, host in db_allocations.hosts_of(members(group_uuid)).items()
         if uuid not in exclude)
     return dict(counts)

@@ -221,8 +221,7 @@ class SchedulingCycle:
         """
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
-        cycle = CycleState(spec=spec, instance_uuid=uuid,
-                           group=server_groups.for_decision(group, uuid))
+        cycle = self._cycle_state(spec, group, uuid)
         with self._lock:
             self.host_manager.refresh()
             with self.host_manager.lock:
@@ -232,9 +231,7 @@ class SchedulingCycle:
                     return []
                 cycle.table = table
                 held = self.driver.selection(cycle, row)
-            claim = Claim(instance_uuid=uuid, node_id=held.node_id,
-                          memory_mb=spec.memory_mb, vcpus=spec.vcpus,
-                          disk_mb=spec.disk_mb, ratios=held.ratios)
+            claim = self.claim_for(spec, uuid, held)
             try:
                 self.claims.claim(claim, Placement(held.host, held.nodename, index))
             except exception.ClaimFailed:
@@ -257,9 +254,30 @@ class SchedulingCycle:
 
     def decide(self, spec: RequestSpec, group, uuid: str | None) -> Decision:
         """Steps 1-3: prepare, filter and weigh for one instance."""
-        cycle = CycleState(spec=spec, instance_uuid=uuid,
-                           group=server_groups.for_decision(group, uuid))
-        return self.driver.decide(cycle)
+        return self.driver.decide(self._cycle_state(spec, group, uuid))
+
+    def _cycle_state(self, spec: RequestSpec, group, uuid: str | None) -> CycleState:
+        hosts_of = self.host_manager.hosts_of
+        return CycleState(spec=spec, instance_uuid=uuid, hosts_of=hosts_of,
+                          group=server_groups.for_decision(group, uuid, hosts_of))
+
+    def claim_for(self, spec: RequestSpec, uuid: str | None,
+                  selection: Selection) -> Claim:
+        """The claim ``uuid`` makes on the selected node: the request's
+        resources, judged by the ratios the decision used, with the owner
+        and the move's source hosts a claim in Placement records."""
+        return Claim(instance_uuid=uuid or "", node_id=selection.node_id,
+                     memory_mb=spec.memory_mb, vcpus=spec.vcpus,
+                     disk_mb=spec.disk_mb, ratios=selection.ratios,
+                     node_uuid=selection.node_uuid, project_id=spec.project_id,
+                     user_id=spec.user_id, keep_on_hosts=frozenset(spec.ignore_hosts))
+
+    def _offer(self, spec: RequestSpec, uuid: str | None,
+               selection: Selection) -> Selection:
+        """The selection with what a caller needs to claim it itself."""
+        selection.allocation_request = self.claims.allocation_request(
+            self.claim_for(spec, uuid, selection))
+        return selection
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates
                     ) -> list[Selection]:
@@ -285,12 +303,10 @@ class SchedulingCycle:
                     if lost:
                         reason += f"; {lost} claims lost to concurrent schedulers"
                     raise exception.NoValidHost(reason)
-                chosen = decision.selection(0)
-                rest = [decision.selection(p) for p in
+                chosen = self._offer(spec, uuid, decision.selection(0))
+                rest = [self._offer(spec, uuid, decision.selection(p)) for p in
                         range(1, min(1 + alternates, len(decision.order)))]
-                claim = Claim(instance_uuid=uuid or "", node_id=chosen.node_id,
-                              memory_mb=spec.memory_mb, vcpus=spec.vcpus,
-                              disk_mb=spec.disk_mb, ratios=chosen.ratios)
+                claim = self.claim_for(spec, uuid, chosen)
                 self.host_manager.consume(int(decision.order[0]), claim)
                 if not uuid:
                     # Nothing to claim for (Havana's conductor asks without

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
@@ -46,6 +46,9 @@ class CycleState:
     instance_uuid: str | None = None
     group: "GroupContext | None" = None
     table: "HostTable | None" = None
+    # uuid -> host of instances (the host source's): where the instances a
+    # request's hints name are.
+    hosts_of: Callable[[Iterable[str]], dict[str, str]] | None = None
     # Fresh for every decision, even one copied with dataclasses.replace.
     _prepared: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     _resources: ResourceView | None = dataclasses.field(default=None, init=False,

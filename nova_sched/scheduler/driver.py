@@ -50,6 +50,9 @@ class Selection:
     node_uuid: str | None = None
     availability_zone: str | None = None
     cell_uuid: str | None = None
+    # What a caller would send to claim this node itself (Placement's
+    # allocation_request), when the claim store can say.
+    allocation_request: dict | None = None
 
     def to_dict(self) -> dict:
         return {"host": self.host, "nodename": self.nodename, "limits": self.limits}

@@ -27,13 +27,15 @@ from nova_sched.db import instances as db_instances
 from nova_sched.instance_actions import EventReporter, event_start
 from nova_sched.scheduler import (compute_report, driver, recovery, request,
                                   retry, topic_consumer)
-from nova_sched.scheduler.claims import DatabaseClaims
+from nova_sched.placement import PlacementClient
+from nova_sched.scheduler.claim_stores import load_claim_store
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.metrics import SchedulerMetrics, counted, outcome_of
 from nova_sched.scheduler.notifications import SchedulerNotifier
 from nova_sched.scheduler.parked import ParkedRequest, ParkedRequests
 from nova_sched.scheduler.report_ingest import ReportIngest
+from nova_sched.scheduler.sources import load_source
 
 LOG = logging.getLogger(__name__)
 
@@ -47,15 +49,28 @@ class SchedulerManager:
                  host_manager: HostManager | None = None,
                  metrics: SchedulerMetrics | None = None):
         self.host = CONF.host
-        self.host_manager = host_manager or HostManager()
+        # One Placement client for the nova source's reads and the claims.
+        uses_placement = (CONF.scheduler.claims == "placement"
+                          or CONF.scheduler.host_source == "nova_cells")
+        self.placement = PlacementClient() if uses_placement else None
+        self.host_manager = host_manager or HostManager(load_source(self.placement))
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
         self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
         self.cycle = SchedulingCycle(
             driver.load_driver(CONF.scheduler.driver, self.host_manager),
-            self.host_manager, DatabaseClaims(),
+            self.host_manager, load_claim_store(self.host_manager, self.placement),
             compute_rpcapi.ComputeAPI(transport), self.notifier, self.metrics)
         self.parked = ParkedRequests()
         self.reports = ReportIngest(self.host_manager)
+
+    def problem(self) -> str | None:
+        """What keeps the scheduler from its sources now (for /healthz):
+        nova's databases or Placement unreachable; None when all answer."""
+        problem = self.host_manager.source.problem()
+        if problem is None and self.placement is not None:
+            reason = self.placement.reachable()
+            problem = None if reason is None else f"placement unreachable: {reason}"
+        return problem
 
     # -- run_instance -------------------------------------------------------
     @messaging.expose
@@ -306,7 +321,10 @@ class SchedulerManager:
     def forget_instance(self, instance_uuid: str) -> None:
         """An instance deleted: its claim released, its row marked (both
         RPC APIs' deletes)."""
-        self.cycle.release([instance_uuid])
+        for node_id in set(self.cycle.claims.forget([instance_uuid])):
+            self.host_manager.refresh_node(node_id)
+        if self.host_manager.source.tracks_instances:
+            self.host_manager.source.forget_instance(instance_uuid)
         db_instances.mark_deleted(instance_uuid)
         if self.host_manager.has_unclaimed():
             # It may have been one nova reported without a claim.
@@ -327,6 +345,10 @@ class SchedulerManager:
     def reconcile_host(self, host: str, instance_uuids) -> None:
         """``sync_instance_info`` of both RPC APIs."""
         listed = set(instance_uuids or [])
+        if self.host_manager.source.tracks_instances:
+            # nova's cells know the host's instances; nothing is recorded here.
+            self.host_manager.source.sync_instances(host, listed)
+            return
         claims = self.cycle.claims
         held = claims.held_on_host(host)
         cutoff = db_api.utcnow() - dt.timedelta(seconds=CONF.scheduler.scheduling_timeout)
@@ -341,6 +363,9 @@ class SchedulerManager:
         """Instances running on ``host``: those the scheduler does not know
         are recorded there; the affinity filters and NumInstancesFilter
         count them."""
+        if self.host_manager.source.tracks_instances:
+            self.host_manager.source.note_instances(host, instance_uuids)
+            return
         self._record_unclaimed(
             host, set(instance_uuids) - set(self.cycle.claims.held_on_host(host)))
 

@@ -14,6 +14,8 @@ the Havana casts change. nova is never imported.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 
 import oslo_messaging as messaging
@@ -22,6 +24,8 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import settings as db_settings
+from nova_sched.db.aggregates import AggregateInfo
+from nova_sched.placement import CANDIDATES_VERSION
 from nova_sched.scheduler import nova_objects, request
 from nova_sched.scheduler import spec_obj as spec_objects
 from nova_sched.scheduler.metrics import counted
@@ -74,6 +78,11 @@ class SchedulerManagerV4:
         else:
             legacy = spec_objects.to_legacy(spec_obj, instance_uuids)
         spec = request.parse(*legacy)
+        if _is_rebuild(spec):
+            # A rebuild on its own host only asks whether the host still
+            # passes the filters; nothing moves, so nothing is claimed
+            # (nova's request_is_rebuild).
+            spec = dataclasses.replace(spec, instance_uuids=[])
         try:
             chosen = self.manager.select(context, spec, alternates=return_alternates)
         except exception.NoValidHost as err:
@@ -84,8 +93,12 @@ class SchedulerManagerV4:
         keep = None if return_alternates else 1
         return [[nova_objects.selection_primitive(
                     compute_node_uuid=s.node_uuid, service_host=s.host,
-                    nodename=s.nodename, cell_uuid=cell, limits=s.limits,
-                    availability_zone=s.availability_zone)
+                    nodename=s.nodename, cell_uuid=s.cell_uuid or cell, limits=s.limits,
+                    availability_zone=s.availability_zone,
+                    allocation_request=(None if s.allocation_request is None
+                                        else json.dumps(s.allocation_request)),
+                    allocation_request_version=(None if s.allocation_request is None
+                                                else CANDIDATES_VERSION))
                  for s in selections[:keep]]
                 for selections in chosen]
 
@@ -96,9 +109,16 @@ class SchedulerManagerV4:
         """Aggregates created or changed in nova: stored as nova has them."""
         if not isinstance(aggregates, list):
             aggregates = [aggregates]
+        source = self.manager.host_manager.source
         for primitive in aggregates:
             name, hosts, metadata = _aggregate(primitive)
-            db_aggregates.replace(name, hosts, metadata)
+            if source.tracks_instances:
+                # nova's API database is the source's; this is news of it.
+                source.set_aggregates([AggregateInfo(
+                    id=_aggregate_id(primitive), name=name, hosts=frozenset(hosts),
+                    metadata=metadata)])
+            else:
+                db_aggregates.replace(name, hosts, metadata)
             LOG.info("Aggregate %s from nova: hosts %s, metadata %s", name,
                      sorted(hosts), metadata)
 
@@ -107,7 +127,11 @@ class SchedulerManagerV4:
     def delete_aggregate(self, context, aggregate):
         """An aggregate deleted in nova."""
         name, _hosts, _metadata = _aggregate(aggregate)
-        if db_aggregates.delete(name):
+        source = self.manager.host_manager.source
+        if source.tracks_instances:
+            source.set_aggregates([], deleted=[name])
+            LOG.info("Aggregate %s deleted by nova", name)
+        elif db_aggregates.delete(name):
             LOG.info("Aggregate %s deleted by nova", name)
 
     @messaging.expose
@@ -141,6 +165,18 @@ def _aggregate(primitive) -> tuple[str, list[str], dict]:
         raise exception.InvalidRequestSpec(
             "an Aggregate needs a name, a list of hosts and a metadata dict")
     return name, [str(host) for host in hosts], metadata
+
+
+def _aggregate_id(primitive) -> int:
+    """An Aggregate primitive's id (0 when it has none)."""
+    value = nova_objects.unwrap(primitive, "Aggregate").get("id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _is_rebuild(spec: request.RequestSpec) -> bool:
+    """nova's ``_nova_check_type`` hint of a rebuild-only request."""
+    value = spec.scheduler_hints.get("_nova_check_type")
+    return value in ("rebuild", ["rebuild"])
 
 
 def _instance_uuids(primitive) -> list[str]:

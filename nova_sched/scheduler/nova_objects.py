@@ -183,9 +183,10 @@ def selection_primitive(*, compute_node_uuid: str, service_host: str,
     """A ``Selection`` 1.1 primitive, as nova's ``Selection.from_host_state``
     builds it (every field set).
 
-    ``allocation_request``/``allocation_request_version`` stay None: there is
-    no Placement allocation for the conductor to claim; it then relies on
-    the claim this scheduler made.
+    ``allocation_request`` (the JSON text of a Placement allocation request)
+    and ``allocation_request_version`` are None where claims are not
+    Placement's: nova's conductor then relies on the claim this scheduler
+    made, and takes an alternate without a claim of its own.
     """
     for field, value in (("compute_node_uuid", compute_node_uuid),
                          ("service_host", service_host), ("nodename", nodename),

@@ -11,7 +11,9 @@ affinity filters and soft-affinity weighers read that from the cycle.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+from typing import Callable, Iterable
 
 from nova_sched.db import instance_groups as db_groups
 from nova_sched.scheduler.request import RequestSpec
@@ -65,8 +67,12 @@ def resolve(spec: RequestSpec, record: bool) -> GroupContext | None:
         return None
     policy, rules = _described_policy(group)
     if record:
+        # Members nova already knows (today's nova sends them) join the
+        # request's own instances, so their hosts count from the first request
+        # this scheduler sees of the group.
+        known = [m for m in group.get("members") or [] if m not in spec.instance_uuids]
         policy, rules = db_groups.record(group.get("uuid") or ref, group.get("name"),
-                                         policy, rules, spec.instance_uuids,
+                                         policy, rules, spec.instance_uuids + known,
                                          uuid_is_exact=bool(group.get("uuid")))
     else:
         stored_policy, stored_rules = db_groups.describe(group.get("uuid") or ref)
@@ -74,11 +80,13 @@ def resolve(spec: RequestSpec, record: bool) -> GroupContext | None:
     return GroupContext(ref=ref, policy=policy, rules=rules or {})
 
 
-def for_decision(group: GroupContext | None,
-                 instance_uuid: str | None) -> GroupContext | None:
-    """The group with where its other members are right now."""
+def for_decision(group: GroupContext | None, instance_uuid: str | None,
+                 hosts_of: Callable[[Iterable[str]], dict[str, str]]
+                 ) -> GroupContext | None:
+    """The group with where its other members are right now; ``hosts_of``
+    says where instances are (the host source's knowledge)."""
     if group is None or not group.policy:
         return group
-    hosts = db_groups.member_hosts(
-        group.ref, exclude={instance_uuid} if instance_uuid else None)
-    return dataclasses.replace(group, hosts=hosts)
+    members = [m for m in db_groups.members(group.ref) if m != instance_uuid]
+    hosts = collections.Counter(hosts_of(members).values())
+    return dataclasses.replace(group, hosts=dict(hosts))

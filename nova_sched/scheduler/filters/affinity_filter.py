@@ -5,7 +5,7 @@ request's server group (``cycle.group``: its policy, rules and where its
 members are). SameHostFilter / DifferentHostFilter follow the
 ``same_host`` / ``different_host`` hints (an instance uuid or a list of
 them): where those instances are comes from the scheduler's own records
-(claims and placed instances, ``db.allocations.hosts_of``), read once per
+(the host source's: claims and placed instances, or nova's cells), read once per
 instance decision when the filter prepares, outside the host table's lock.
 SimpleCIDRAffinityFilter follows ``build_near_host_ip`` and ``cidr``
 (default ``/24``).
@@ -97,13 +97,15 @@ class _InstanceHostsFilter(filters.BaseHostFilter):
     def prepare(self, cycle) -> frozenset[str] | None:
         """Hosts running any of the named instances; None without the hint.
 
-        Read from the database once per decision, before the host table is
-        locked: claims move between decisions, so nothing is kept longer.
+        Asked of the host source (the scheduler's claims and placed
+        instances, or nova's cells) once per decision, before the host table
+        is locked: claims move between decisions, so nothing is kept longer.
         """
         uuids = self._uuids(cycle.spec)
         if not uuids:
             return None
-        return frozenset(db_allocations.hosts_of(uuids).values())
+        hosts_of = cycle.hosts_of or db_allocations.hosts_of
+        return frozenset(hosts_of(uuids).values())
 
     def _passes(self, on_target: np.ndarray) -> np.ndarray:
         raise NotImplementedError

@@ -42,6 +42,11 @@ class HostSource(Protocol):
     # Whether the table must be rebuilt from ``load_all`` every [scheduler]
     # host_state_resync_interval (a source that cannot miss a change says no).
     periodic_resync: bool
+    # Whether the source knows each host's instances itself (nova's cells),
+    # so that nova's instance-info casts go to it (note_instances,
+    # forget_instance, sync_instances, set_aggregates) rather than to the
+    # scheduler's database.
+    tracks_instances: bool
 
     def load_all(self) -> HostRows:
         """Every node, service and aggregate (``full`` set)."""
@@ -64,3 +69,6 @@ class HostSource(Protocol):
 
     def problem(self) -> str | None:
         """Why the source cannot be read now (for /healthz), else None."""
+
+    def stop(self) -> None:
+        """Stop reading in the background (the daemon is stopping)."""

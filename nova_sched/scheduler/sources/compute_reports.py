@@ -25,6 +25,7 @@ class ComputeReportsSource:
 
     # Clock skew between daemons can hide a change from a stamp-based read.
     periodic_resync = True
+    tracks_instances = False
 
     def __init__(self):
         self._aggregate_stamp: int | None = None
@@ -63,3 +64,6 @@ class ComputeReportsSource:
     def problem(self) -> str | None:
         # The database probe of /healthz covers this source.
         return None
+
+    def stop(self) -> None:
+        pass

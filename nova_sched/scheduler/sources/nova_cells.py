@@ -1,0 +1,457 @@
+"""The ``nova_cells`` host source: a cloud of today's nova, as nova-scheduler sees it.
+
+Hosts are the ``nova-compute`` services of nova's cells and their compute
+nodes, mapped to a cell by ``nova-manage cell_v2 discover_hosts``
+(``host_mappings``: nova's conductor routes a Selection through them). A
+service is up as nova's servicegroup judges it (``last_seen_up``, else
+``updated_at``, within ``service_down_time``, and not ``forced_down``);
+``disabled`` is the service's. Capacity and usage are Placement's: each
+node's resource provider (its uuid is the node's) with VCPU, MEMORY_MB and
+DISK_GB, where what a node can still take is ``capacity - used`` and
+``capacity = (total - reserved) x allocation_ratio``, Placement's own
+arithmetic. Everything else filters and weighers read (hypervisor, stats,
+metrics, NUMA cells, PCI pools, supported instances, host_ip) is the
+compute node row's, read as nova writes it (``nova_formats``). Aggregates
+and zones are the API database's; a host's instances are the cells'
+``instances`` not deleted.
+
+Nothing is read on a request. A poller thread reads, every ``[nova_cells]
+refresh_interval`` seconds: the cell and host mappings and the aggregates
+(small tables, read whole); from each cell the services, compute nodes and
+instances written since its last look (nova stamps every write); and from
+Placement the provider summaries of one ``GET /allocation_candidates``,
+which carries every provider with room left, its capacity and usage per
+resource class. A provider missing from it (full, or just registered) is
+read alone. The rows whose figures changed wait for the host table's next
+refresh, which a decision triggers (``load_changed``).
+
+This daemon's own claims count at once (``note_claimed``): until a
+Placement read taken after the claim shows it, the claim is added to the
+node's usage, so the next decision sees the node fuller. Placement settles
+what the table misses (another scheduler's claim since the last read):
+its 409 sends the cycle to the next node, after this node's usage is read
+again (``load_node``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import threading
+import time
+from typing import Iterable
+
+from nova_sched import exception
+from nova_sched.capacity import RESOURCES
+from nova_sched.conf import CONF
+from nova_sched.placement import PlacementClient
+from nova_sched.scheduler.claim_stores.base import Claim
+from nova_sched.scheduler.sources import nova_formats
+from nova_sched.scheduler.sources.base import HostRows
+from nova_sched.scheduler.sources.nova_db import NovaDatabases
+
+LOG = logging.getLogger(__name__)
+
+# Rows stamped this long before the previous read are read again: nova's
+# processes stamp a row before their transaction commits.
+_OVERLAP = dt.timedelta(seconds=2)
+# What a provider must have free to be among the candidates whose summaries
+# one GET /allocation_candidates returns (every instance asks for both).
+_SUMMARY_RESOURCES = "VCPU:1,MEMORY_MB:1"
+# Providers missing from the summaries read one by one per poll, at most.
+_SINGLE_READS_PER_POLL = 200
+# A claim counts on top of Placement's usage until a read that started this
+# long after it: the claim's own PUT must have been answered by then.
+_CLAIM_SETTLE = 1.0
+_CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
+
+
+@dataclasses.dataclass
+class _Pending:
+    """A claim of this daemon not yet in Placement's usage as last read."""
+
+    since: float  # time.monotonic() when the claim was counted
+    claim: Claim
+    host: str
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class NovaCellsSource:
+    """Host rows from nova's API and cell databases and from Placement."""
+
+    # Every change is read by its stamp, and the poller re-reads all at the
+    # start; no periodic rebuild is needed.
+    periodic_resync = False
+    tracks_instances = True
+
+    def __init__(self, databases: NovaDatabases | None = None,
+                 placement: PlacementClient | None = None):
+        if databases is None:
+            url = CONF.nova_cells.api_database_connection
+            if not url:
+                raise exception.ConfigurationError(
+                    "[scheduler] host_source = nova_cells needs [nova_cells] "
+                    "api_database_connection")
+            databases = NovaDatabases(url)
+        self.databases = databases
+        self.placement = placement if placement is not None else PlacementClient()
+        self._lock = threading.Lock()
+        self._node_ids: dict[str, int] = {}        # node uuid -> row id
+        self._nodes: dict[int, dict] = {}          # row id -> compute node row
+        self._node_cells: dict[int, str] = {}      # row id -> cell uuid
+        self._services: dict[str, dict] = {}       # host -> its nova-compute row
+        self._service_cells: dict[str, str] = {}   # host -> cell uuid
+        self._host_nodes: dict[str, set[int]] = {}  # host -> row ids
+        self._mapped: dict[str, str] = {}          # host -> cell uuid
+        self._usage: dict[str, dict] = {}          # rp uuid -> {rc: capacity, used}
+        self._instances: dict[str, tuple[str, str | None]] = {}  # uuid -> (host, node)
+        # (host, node) -> instances there; node None: nova named no node.
+        self._placed: dict[tuple[str, str | None], set[str]] = {}
+        self._aggregates: list | None = None
+        self._pending: dict[int, list[_Pending]] = {}
+        self._since: dict[str, dt.datetime] = {}   # cell -> last read's start
+        self._changed_nodes: set[int] = set()
+        self._changed_hosts: set[str] = set()
+        self._aggregates_changed = False
+        self._loaded = False
+        self._problem: str | None = "nova's databases have not been read yet"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the poller ---------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="nova-cells-poller",
+                                            daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(CONF.nova_cells.refresh_interval):
+            try:
+                self.poll()
+            except Exception:  # the next poll tries again; /healthz says why
+                LOG.exception("Reading nova's cells failed")
+
+    def poll(self) -> None:
+        """Read what changed in nova's databases and Placement's usages."""
+        problems = []
+        try:
+            self._read_databases()
+        except Exception as err:
+            problems.append(f"nova database unreachable: {_short(err)}")
+        try:
+            self._read_placement()
+        except exception.PlacementUnavailable as err:
+            problems.append(f"placement unreachable: {err.reason}")
+        self._problem = "; ".join(problems) or None
+        if self._problem:
+            LOG.warning("Host source: %s", self._problem)
+
+    def _read_databases(self) -> None:
+        cells = self.databases.refresh_cells()
+        mapped = self.databases.host_mappings()
+        aggregates = self.databases.aggregates()
+        read = []
+        for cell in cells:
+            started = _utcnow()
+            since = self._since.get(cell.uuid)
+            read.append((cell, started, cell.services(since), cell.compute_nodes(since),
+                         cell.instances(since)))
+        with self._lock:
+            for host in set(mapped) ^ set(self._mapped):
+                self._changed_hosts.add(host)
+                self._mark_host(host)
+            for host, cell in mapped.items():
+                if self._mapped.get(host) != cell:
+                    self._mark_host(host)
+            self._mapped = mapped
+            if aggregates != self._aggregates:
+                self._aggregates = aggregates
+                self._aggregates_changed = True
+            for cell, started, services, nodes, instances in read:
+                self._merge_cell(cell.uuid, services, nodes, instances)
+                self._since[cell.uuid] = started - _OVERLAP
+            known_cells = {cell.uuid for cell in cells}
+            for node_id, cell in list(self._node_cells.items()):
+                if cell not in known_cells:
+                    self._nodes[node_id]["deleted"] = 1
+                    self._changed_nodes.add(node_id)
+
+    def _merge_cell(self, cell: str, services, nodes, instances) -> None:
+        for row in services:
+            host = row["host"]
+            if row["deleted"]:
+                if self._service_cells.get(host) == cell:
+                    self._services.pop(host, None)
+                    self._service_cells.pop(host, None)
+                    self._changed_hosts.add(host)
+                    self._mark_host(host)
+                continue
+            if self._services.get(host) != row:
+                if host not in self._services:
+                    self._mark_host(host)
+                self._services[host] = row
+                self._service_cells[host] = cell
+                self._changed_hosts.add(host)
+        for row in nodes:
+            uuid = row["uuid"]
+            if not uuid:
+                continue
+            node_id = self._node_ids.setdefault(uuid, len(self._node_ids) + 1)
+            old = self._nodes.get(node_id)
+            if old is not None and old["host"] != row["host"]:
+                self._host_nodes.get(old["host"], set()).discard(node_id)
+            self._nodes[node_id] = row
+            self._host_nodes.setdefault(row["host"], set()).add(node_id)
+            self._node_cells[node_id] = cell
+            self._changed_nodes.add(node_id)
+        for row in instances:
+            if row["deleted"]:
+                self._place(row["uuid"], None)
+            else:
+                self._place(row["uuid"], (row["host"], row["node"]))
+
+    def _place(self, uuid: str, where: tuple[str, str | None] | None) -> None:
+        """Record where an instance is (None: nowhere) and mark both nodes."""
+        before = self._instances.pop(uuid, None)
+        if before is not None:
+            self._placed.get(before, set()).discard(uuid)
+            self._mark_node(*before)
+        if where is not None:
+            self._instances[uuid] = where
+            self._placed.setdefault(where, set()).add(uuid)
+            self._mark_node(*where)
+
+    def _mark_host(self, host: str) -> None:
+        self._changed_nodes.update(self._host_nodes.get(host, ()))
+
+    def _mark_node(self, host: str, nodename: str | None) -> None:
+        for node_id in self._host_nodes.get(host, ()):
+            if nodename is None or self._nodes[node_id]["hypervisor_hostname"] == nodename:
+                self._changed_nodes.add(node_id)
+
+    def _read_placement(self) -> None:
+        started = time.monotonic()
+        summaries = self.placement.provider_summaries(_SUMMARY_RESOURCES)
+        with self._lock:
+            wanted = {row["uuid"]: node_id for node_id, row in self._nodes.items()
+                      if not row["deleted"]}
+        missing = [uuid for uuid in wanted if uuid not in summaries]
+        unread = set(missing[_SINGLE_READS_PER_POLL:])
+        for uuid in missing[:_SINGLE_READS_PER_POLL]:
+            usage = self._read_provider(uuid)
+            if usage is not None:
+                summaries[uuid] = usage
+        with self._lock:
+            for uuid, node_id in wanted.items():
+                usage = summaries.get(uuid)
+                if usage is None:
+                    if uuid in unread and uuid in self._usage:
+                        continue  # not read this time: keep what is known
+                    usage = {}
+                if self._usage.get(uuid) != usage:
+                    self._usage[uuid] = usage
+                    self._changed_nodes.add(node_id)
+                pending = self._pending.get(node_id)
+                if pending:
+                    kept = [p for p in pending if p.since > started - _CLAIM_SETTLE]
+                    if len(kept) != len(pending):
+                        self._pending[node_id] = kept
+                        self._changed_nodes.add(node_id)
+
+    def _read_provider(self, uuid: str) -> dict | None:
+        """One provider's capacity and usage, read alone (None: unknown)."""
+        inventories = self.placement.inventories(uuid)
+        if inventories is None:
+            return None
+        usages = self.placement.usages(uuid) or {}
+        usage = {}
+        for rc in _CLASSES:
+            inv = inventories.get(rc)
+            if inv is None:
+                continue
+            capacity = int((inv.get("total", 0) - inv.get("reserved", 0))
+                           * inv.get("allocation_ratio", 1.0))
+            usage[rc] = {"capacity": capacity, "used": int(usages.get(rc, 0))}
+        return usage
+
+    # -- the host table's reads ---------------------------------------------
+    def load_all(self) -> HostRows:
+        if not self._loaded:
+            self.poll()
+            if self._problem and not self._nodes:
+                raise exception.DatabaseUnavailable(self._problem)
+            self._loaded = True
+            self.start()
+        with self._lock:
+            self._changed_nodes.clear()
+            self._changed_hosts.clear()
+            self._aggregates_changed = False
+            nodes = [self._node_row(node_id) for node_id in self._nodes]
+            services = [self._service_row(host) for host in self._hosts()]
+            return HostRows([n for n in nodes if n is not None], services,
+                            list(self._aggregates or []), {}, full=True)
+
+    def load_changed(self, since_us: int) -> HostRows:
+        with self._lock:
+            node_ids, self._changed_nodes = self._changed_nodes, set()
+            hosts, self._changed_hosts = self._changed_hosts, set()
+            rows = HostRows(
+                [row for row in (self._node_row(n) for n in node_ids) if row is not None],
+                [self._service_row(host) for host in hosts])
+            if self._aggregates_changed:
+                rows.aggregates = list(self._aggregates or [])
+                self._aggregates_changed = False
+            return rows
+
+    def load_node(self, node_id: int) -> HostRows:
+        """Read the node's usage in Placement again (after a lost claim or a
+        release): every claim confirmed before now is in it."""
+        with self._lock:
+            row = self._nodes.get(node_id)
+        if row is None:
+            return HostRows()
+        usage = self._read_provider(row["uuid"])
+        with self._lock:
+            self._usage[row["uuid"]] = usage or {}
+            self._pending.pop(node_id, None)
+            node = self._node_row(node_id)
+            return HostRows([node] if node is not None else [],
+                            [self._service_row(row["host"])])
+
+    def unclaimed_by_host(self) -> dict[str, int]:
+        # Instances count per node in claimed_instances (from the cells).
+        return {}
+
+    def hosts_of(self, instance_uuids: Iterable[str]) -> dict[str, str]:
+        with self._lock:
+            found = {}
+            pending = {p.claim.instance_uuid: p.host
+                       for items in self._pending.values() for p in items}
+            for uuid in instance_uuids:
+                where = self._instances.get(uuid)
+                if where is not None:
+                    found[uuid] = where[0]
+                elif uuid in pending:
+                    found[uuid] = pending[uuid]
+            return found
+
+    def note_claimed(self, claim: Claim, host: str) -> None:
+        with self._lock:
+            self._pending.setdefault(claim.node_id, []).append(
+                _Pending(time.monotonic(), claim, host))
+
+    def problem(self) -> str | None:
+        return self._problem
+
+    # -- what nova's fanout casts say between reads (RPC API 4.1, 4.2) ------
+    def note_instances(self, host: str, instance_uuids: Iterable[str]) -> None:
+        """Instances nova says run on ``host`` (update_instance_info)."""
+        with self._lock:
+            for uuid in instance_uuids:
+                where = self._instances.get(uuid)
+                if where is None or where[0] != host:
+                    self._place(uuid, (host, None))
+
+    def forget_instance(self, instance_uuid: str) -> None:
+        """An instance gone from its host (delete_instance_info)."""
+        with self._lock:
+            self._place(instance_uuid, None)
+
+    def sync_instances(self, host: str, instance_uuids: Iterable[str]) -> None:
+        """Every instance on ``host`` (sync_instance_info)."""
+        listed = set(instance_uuids)
+        with self._lock:
+            for where, uuids in list(self._placed.items()):
+                if where[0] == host:
+                    for uuid in list(uuids - listed):
+                        self._place(uuid, None)
+        self.note_instances(host, listed)
+
+    def set_aggregates(self, changed: list, deleted: Iterable[str] = ()) -> None:
+        """Aggregates nova created, changed or deleted (update_aggregates,
+        delete_aggregate): applied now, the API database read confirms them."""
+        with self._lock:
+            by_name = {agg.name: agg for agg in self._aggregates or []}
+            for name in deleted:
+                by_name.pop(name, None)
+            for agg in changed:
+                by_name[agg.name] = agg
+            self._aggregates = sorted(by_name.values(), key=lambda a: a.id)
+            self._aggregates_changed = True
+
+    # -- rows in the host table's shape -----------------------------------------
+    def _hosts(self) -> set[str]:
+        return set(self._services)
+
+    def _service_row(self, host: str) -> dict:
+        row = self._services.get(host)
+        if row is None:
+            # Gone: no heartbeat, so every node of the host is down.
+            return {"host": host, "disabled": True, "disabled_reason": "service deleted",
+                    "updated_at": None}
+        heartbeat = row["last_seen_up"] or row["updated_at"]
+        return {"host": host, "disabled": bool(row["disabled"]),
+                "disabled_reason": row["disabled_reason"],
+                "updated_at": None if row["forced_down"] else heartbeat}
+
+    def _node_row(self, node_id: int) -> dict | None:
+        row = self._nodes.get(node_id)
+        if row is None:
+            return None
+        usage = self._usage.get(row["uuid"])
+        cell = self._node_cells.get(node_id)
+        gone = (row["deleted"] or self._mapped.get(row["host"]) is None
+                or self._service_cells.get(row["host"]) != cell
+                or not usage)
+        record = {"id": node_id, "host": row["host"],
+                  "hypervisor_hostname": row["hypervisor_hostname"],
+                  "deleted": bool(gone)}
+        if gone:
+            return record
+        pending = self._pending.get(node_id, [])
+        figures = {rc: usage.get(rc, {"capacity": 0, "used": 0}) for rc in _CLASSES}
+        record.update(
+            uuid=row["uuid"], cell_uuid=cell,
+            vcpus=figures["VCPU"]["capacity"],
+            memory_mb=figures["MEMORY_MB"]["capacity"],
+            local_gb=figures["DISK_GB"]["capacity"],
+            reserved_host_memory_mb=0, reserved_host_disk_mb=0, reserved_host_cpus=0,
+            claimed_vcpus=figures["VCPU"]["used"] + sum(p.claim.vcpus for p in pending),
+            claimed_memory_mb=figures["MEMORY_MB"]["used"]
+            + sum(p.claim.memory_mb for p in pending),
+            claimed_disk_mb=figures["DISK_GB"]["used"] * 1024
+            + sum(p.claim.disk_mb for p in pending),
+            claimed_instances=self._instances_on(row, pending),
+            current_workload=row["current_workload"],
+            hypervisor_type=row["hypervisor_type"],
+            hypervisor_version=row["hypervisor_version"],
+            cpu_info=row["cpu_info"], host_ip=row["host_ip"],
+            supported_instances=row["supported_instances"], stats=row["stats"],
+            metrics=nova_formats.metrics(row["metrics"]),
+            pci_stats=nova_formats.pci_stats(row["pci_stats"]),
+            numa_topology=nova_formats.numa_topology(row["numa_topology"]))
+        # Capacity is Placement's, ratio and reservation folded in.
+        for resource in RESOURCES:
+            record[resource.ratio_option] = 1.0
+        return record
+
+    def _instances_on(self, row: dict, pending: list[_Pending]) -> int:
+        host = row["host"]
+        here = self._placed.get((host, row["hypervisor_hostname"]), set())
+        if len(self._host_nodes.get(host, ())) == 1:
+            # nova's casts name the host only; a one-node host is the usual.
+            here = here | self._placed.get((host, None), set())
+        return len(here | {p.claim.instance_uuid for p in pending})
+
+
+def _short(err: Exception) -> str:
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text[:300]

@@ -1,0 +1,164 @@
+"""Reading today's nova's API and cell databases (never writing them).
+
+The schemas are nova's (tested against nova 34's): the API database's
+``cell_mappings``, ``host_mappings`` and ``aggregates`` with their hosts and
+metadata; each cell database's ``services``, ``compute_nodes`` and
+``instances``. Reads of the cell tables take a ``since`` datetime and
+return only rows created, updated or deleted at or after it (nova stamps
+every write with ``updated_at``, soft-deletes with ``deleted_at``), so a
+refresh reads what changed, not the whole cloud.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from typing import Any
+
+import sqlalchemy as sa
+
+from nova_sched.db.aggregates import AggregateInfo
+
+LOG = logging.getLogger(__name__)
+
+CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+
+_SERVICE_COLUMNS = ("id", "host", "`binary`", "disabled", "disabled_reason",
+                    "forced_down", "last_seen_up", "updated_at", "deleted")
+_NODE_COLUMNS = ("id", "uuid", "host", "hypervisor_hostname", "vcpus", "memory_mb",
+                 "local_gb", "current_workload", "hypervisor_type",
+                 "hypervisor_version", "cpu_info", "host_ip", "supported_instances",
+                 "stats", "metrics", "pci_stats", "numa_topology", "deleted")
+
+
+def _changed_since(since: dt.datetime | None) -> tuple[str, dict]:
+    if since is None:
+        return "deleted = 0", {}
+    return ("(updated_at >= :since OR created_at >= :since OR deleted_at >= :since)",
+            {"since": since})
+
+
+def _engine(url: str) -> sa.Engine:
+    connect_args: dict[str, Any] = {}
+    if url.startswith("mysql"):
+        # A dead Galera node or server answers within seconds, not minutes.
+        connect_args = {"connect_timeout": 3, "read_timeout": 15, "write_timeout": 15}
+    elif url.startswith("postgresql"):
+        connect_args = {"connect_timeout": 3}
+    return sa.create_engine(url, pool_pre_ping=True, pool_recycle=3600,
+                            connect_args=connect_args)
+
+
+def _quote(column: str, dialect: str) -> str:
+    # `binary` is a reserved word in MySQL; PostgreSQL and SQLite quote with ".
+    return column if dialect == "mysql" else column.replace("`", '"')
+
+
+class Cell:
+    """One cell of nova: its mapping and a connection to its database."""
+
+    def __init__(self, uuid: str, name: str | None, url: str):
+        self.uuid = uuid
+        self.name = name or uuid
+        self.url = url
+        self.engine = _engine(url)
+
+    def _select(self, table: str, columns: tuple[str, ...], where: str,
+                params: dict) -> list[dict]:
+        dialect = self.engine.dialect.name
+        cols = ", ".join(_quote(c, dialect) for c in columns)
+        with self.engine.connect() as conn:
+            result = conn.execute(sa.text(f"SELECT {cols} FROM {table} WHERE {where}"),
+                                  params)
+            return [dict(row) for row in result.mappings()]
+
+    def services(self, since: dt.datetime | None) -> list[dict]:
+        """nova-compute services (deleted ones only when read by change)."""
+        where, params = _changed_since(since)
+        rows = self._select("services", _SERVICE_COLUMNS,
+                            f"{where} AND {_quote('`binary`', self.engine.dialect.name)}"
+                            " = 'nova-compute'", params)
+        return rows
+
+    def compute_nodes(self, since: dt.datetime | None) -> list[dict]:
+        where, params = _changed_since(since)
+        return self._select("compute_nodes", _NODE_COLUMNS, where, params)
+
+    def instances(self, since: dt.datetime | None) -> list[dict]:
+        """uuid, host, node, deleted of instances on a host."""
+        where, params = _changed_since(since)
+        return self._select("instances", ("uuid", "host", "node", "deleted"),
+                            f"{where} AND host IS NOT NULL", params)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+class NovaDatabases:
+    """nova's API database and the cells it maps."""
+
+    def __init__(self, api_url: str):
+        self.api = _engine(api_url)
+        self.cells: dict[str, Cell] = {}
+        self._lock = threading.Lock()
+
+    def _api_rows(self, query: str) -> list[dict]:
+        with self.api.connect() as conn:
+            return [dict(row) for row in conn.execute(sa.text(query)).mappings()]
+
+    def refresh_cells(self) -> list[Cell]:
+        """The cells of ``cell_mappings`` (cell0 skipped); the new ones first
+        read in full by the caller. Cells gone from the mappings are dropped."""
+        rows = self._api_rows(
+            "SELECT uuid, name, database_connection FROM cell_mappings")
+        with self._lock:
+            seen = set()
+            for row in rows:
+                if row["uuid"] == CELL0_UUID or not row["database_connection"]:
+                    continue
+                url = row["database_connection"]
+                if "{" in url:
+                    LOG.error("Cell %s stores a templated database_connection; "
+                              "nova-sched reads only literal URLs: skipped",
+                              row["name"] or row["uuid"])
+                    continue
+                seen.add(row["uuid"])
+                known = self.cells.get(row["uuid"])
+                if known is None or known.url != url:
+                    if known is not None:
+                        known.dispose()
+                    self.cells[row["uuid"]] = Cell(row["uuid"], row["name"], url)
+            for gone in set(self.cells) - seen:
+                self.cells.pop(gone).dispose()
+            return list(self.cells.values())
+
+    def host_mappings(self) -> dict[str, str]:
+        """host -> uuid of the cell it is mapped to (discover_hosts)."""
+        rows = self._api_rows(
+            "SELECT h.host AS host, c.uuid AS cell FROM host_mappings h "
+            "JOIN cell_mappings c ON h.cell_id = c.id")
+        return {row["host"]: row["cell"] for row in rows}
+
+    def aggregates(self) -> list[AggregateInfo]:
+        """Every aggregate with its hosts and metadata (the zone among them)."""
+        aggs = self._api_rows("SELECT id, name FROM aggregates")
+        hosts = self._api_rows("SELECT aggregate_id, host FROM aggregate_hosts")
+        meta = self._api_rows("SELECT aggregate_id, `key`, value FROM aggregate_metadata"
+                              if self.api.dialect.name == "mysql" else
+                              'SELECT aggregate_id, "key", value FROM aggregate_metadata')
+        by_agg_hosts: dict[int, set] = {}
+        for row in hosts:
+            by_agg_hosts.setdefault(row["aggregate_id"], set()).add(row["host"])
+        by_agg_meta: dict[int, dict] = {}
+        for row in meta:
+            by_agg_meta.setdefault(row["aggregate_id"], {})[row["key"]] = row["value"]
+        return [AggregateInfo(id=row["id"], name=row["name"],
+                              hosts=frozenset(by_agg_hosts.get(row["id"], ())),
+                              metadata=by_agg_meta.get(row["id"], {}))
+                for row in sorted(aggs, key=lambda r: r["id"])]
+
+    def dispose(self) -> None:
+        self.api.dispose()
+        for cell in self.cells.values():
+            cell.dispose()
