@@ -40,6 +40,9 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_session_conf_options(conf, placement_group.name)
     ks_loading.register_auth_conf_options(conf, placement_group.name)
     conf.register_opts(_adapter_opts(), group=placement_group)
+    # keystoneauth's adapter loader reads them: present, never settable.
+    for name in _ADAPTER_VERSION_OPTS:
+        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=placement_group)
 
 
 def list_opts():

@@ -317,6 +317,7 @@ class SchedulingCycle:
                 chosen.host, chosen.nodename, placement_index)
             try:
                 self.claims.claim(claim, placement)
+                self.host_manager.source.note_confirmed(claim)
                 return [chosen] + rest
             except exception.ClaimFailed:
                 lost += 1

@@ -67,6 +67,9 @@ class HostSource(Protocol):
     def note_claimed(self, claim, host: str) -> None:
         """This scheduler just counted ``claim`` (a Claim) on a node of ``host``."""
 
+    def note_confirmed(self, claim) -> None:
+        """The claim store accepted ``claim`` (the same object)."""
+
     def problem(self) -> str | None:
         """Why the source cannot be read now (for /healthz), else None."""
 

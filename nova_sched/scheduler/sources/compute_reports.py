@@ -61,6 +61,9 @@ class ComputeReportsSource:
         # The claim's own row says where the instance is.
         pass
 
+    def note_confirmed(self, claim) -> None:
+        pass
+
     def problem(self) -> str | None:
         # The database probe of /healthz covers this source.
         return None

@@ -26,8 +26,8 @@ read alone. The rows whose figures changed wait for the host table's next
 refresh, which a decision triggers (``load_changed``).
 
 This daemon's own claims count at once (``note_claimed``): until a
-Placement read taken after the claim shows it, the claim is added to the
-node's usage, so the next decision sees the node fuller. Placement settles
+Placement read that began after Placement accepted the claim
+(``note_confirmed``) shows it, the claim is added to the node's usage, so the next decision sees the node fuller. Placement settles
 what the table misses (another scheduler's claim since the last read):
 its 409 sends the cycle to the next node, after this node's usage is read
 again (``load_node``).
@@ -61,9 +61,6 @@ _OVERLAP = dt.timedelta(seconds=2)
 _SUMMARY_RESOURCES = "VCPU:1,MEMORY_MB:1"
 # Providers missing from the summaries read one by one per poll, at most.
 _SINGLE_READS_PER_POLL = 200
-# A claim counts on top of Placement's usage until a read that started this
-# long after it: the claim's own PUT must have been answered by then.
-_CLAIM_SETTLE = 1.0
 _CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
 
 
@@ -71,9 +68,10 @@ _CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
 class _Pending:
     """A claim of this daemon not yet in Placement's usage as last read."""
 
-    since: float  # time.monotonic() when the claim was counted
     claim: Claim
     host: str
+    # time.monotonic() when Placement accepted the claim (None: not yet).
+    confirmed: float | None = None
 
 
 def _utcnow() -> dt.datetime:
@@ -206,6 +204,8 @@ class NovaCellsSource:
                 continue
             node_id = self._node_ids.setdefault(uuid, len(self._node_ids) + 1)
             old = self._nodes.get(node_id)
+            if old == row and self._node_cells.get(node_id) == cell:
+                continue  # read again within the overlap, unchanged
             if old is not None and old["host"] != row["host"]:
                 self._host_nodes.get(old["host"], set()).discard(node_id)
             self._nodes[node_id] = row
@@ -213,6 +213,9 @@ class NovaCellsSource:
             self._node_cells[node_id] = cell
             self._changed_nodes.add(node_id)
         for row in instances:
+            where = None if row["deleted"] else (row["host"], row["node"])
+            if self._instances.get(row["uuid"]) == where:
+                continue
             if row["deleted"]:
                 self._place(row["uuid"], None)
             else:
@@ -261,7 +264,10 @@ class NovaCellsSource:
                     self._changed_nodes.add(node_id)
                 pending = self._pending.get(node_id)
                 if pending:
-                    kept = [p for p in pending if p.since > started - _CLAIM_SETTLE]
+                    # A read that began after Placement accepted a claim
+                    # counts it in the usage already.
+                    kept = [p for p in pending
+                            if p.confirmed is None or p.confirmed >= started]
                     if len(kept) != len(pending):
                         self._pending[node_id] = kept
                         self._changed_nodes.add(node_id)
@@ -345,8 +351,13 @@ class NovaCellsSource:
 
     def note_claimed(self, claim: Claim, host: str) -> None:
         with self._lock:
-            self._pending.setdefault(claim.node_id, []).append(
-                _Pending(time.monotonic(), claim, host))
+            self._pending.setdefault(claim.node_id, []).append(_Pending(claim, host))
+
+    def note_confirmed(self, claim: Claim) -> None:
+        with self._lock:
+            for pending in self._pending.get(claim.node_id, ()):
+                if pending.claim is claim:
+                    pending.confirmed = time.monotonic()
 
     def problem(self) -> str | None:
         return self._problem

@@ -39,6 +39,16 @@ def _changed_since(since: dt.datetime | None) -> tuple[str, dict]:
             {"since": since})
 
 
+def _datetime(value: Any) -> dt.datetime | None:
+    """A stamp as a naive UTC datetime (SQLite hands back text)."""
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value
+
+
 def _engine(url: str) -> sa.Engine:
     connect_args: dict[str, Any] = {}
     if url.startswith("mysql"):
@@ -79,6 +89,9 @@ class Cell:
         rows = self._select("services", _SERVICE_COLUMNS,
                             f"{where} AND {_quote('`binary`', self.engine.dialect.name)}"
                             " = 'nova-compute'", params)
+        for row in rows:
+            row["last_seen_up"] = _datetime(row["last_seen_up"])
+            row["updated_at"] = _datetime(row["updated_at"])
         return rows
 
     def compute_nodes(self, since: dt.datetime | None) -> list[dict]:
