@@ -27,6 +27,15 @@ placement_group = cfg.OptGroup(
 _ADAPTER_VERSION_OPTS = ("version", "min_version", "max_version")
 
 
+def _never(_value):
+    return None
+
+
+# keystoneauth's adapter loader reads them: present, never settable. One
+# object each, so that registering twice is no conflict.
+_UNSETTABLE_VERSION_OPTS = [cfg.Opt(name, type=_never) for name in _ADAPTER_VERSION_OPTS]
+
+
 def _adapter_opts() -> list[cfg.Opt]:
     opts = [opt for opt in ks_loading.get_adapter_conf_options(include_deprecated=False)
             if opt.dest not in _ADAPTER_VERSION_OPTS]
@@ -40,9 +49,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_session_conf_options(conf, placement_group.name)
     ks_loading.register_auth_conf_options(conf, placement_group.name)
     conf.register_opts(_adapter_opts(), group=placement_group)
-    # keystoneauth's adapter loader reads them: present, never settable.
-    for name in _ADAPTER_VERSION_OPTS:
-        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=placement_group)
+    conf.register_opts(_UNSETTABLE_VERSION_OPTS, group=placement_group)
 
 
 def list_opts():
