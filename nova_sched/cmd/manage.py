@@ -71,7 +71,13 @@ def _add_db(subparsers) -> None:
 
 # -- host -------------------------------------------------------------------
 def _host_list(args) -> int:
-    hosts = reports.host_list()
+    if CONF.scheduler.host_source == "nova_cells":
+        from nova_sched.scheduler.sources.nova_cells import NovaCellsSource
+
+        # Placement's capacity and usage, nova's services and nodes.
+        hosts = NovaCellsSource().host_list()
+    else:
+        hosts = reports.host_list()
     if args.as_json:
         _print_json(hosts)
         return 0
@@ -86,17 +92,21 @@ def _host_list(args) -> int:
                 "up" if h["up"] else "down",
                 "disabled" if h["disabled"] else "enabled",
                 f"{h['claimed_memory_mb']}/{h['memory_mb']}",
-                h["memory_mb_used"],
+                _or_dash(h["memory_mb_used"]),
                 f"{h['claimed_vcpus']}/{h['vcpus']}",
-                h["vcpus_used"],
+                _or_dash(h["vcpus_used"]),
                 f"{h['claimed_disk_mb'] / 1024:g}/{h['local_gb']}",
-                h["local_gb_used"],
+                _or_dash(h["local_gb_used"]),
                 h["instances"],
             )
             for h in hosts
         ],
     )
     return 0
+
+
+def _or_dash(value) -> Any:
+    return "-" if value is None else value
 
 
 def _add_host(subparsers) -> None:

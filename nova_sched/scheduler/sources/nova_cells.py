@@ -332,6 +332,44 @@ class NovaCellsSource:
             return HostRows([node] if node is not None else [],
                             [self._service_row(row["host"])])
 
+    def host_list(self) -> list[dict]:
+        """``nova-sched-manage host list``'s rows for nova's hosts, read now.
+
+        Claimed is Placement's usage; "used" as a compute reports it has no
+        counterpart (nova's compute writes it, Placement counts it): None.
+        """
+        self.poll()
+        if self._problem and not self._nodes:
+            raise exception.DatabaseUnavailable(self._problem)
+        now = _utcnow()
+        hosts = []
+        with self._lock:
+            for node_id in self._nodes:
+                node = self._node_row(node_id)
+                if node is None or node["deleted"]:
+                    continue
+                service = self._service_row(node["host"])
+                heartbeat = service["updated_at"]
+                hosts.append({
+                    "host": node["host"], "node": node["hypervisor_hostname"],
+                    "cell_uuid": node["cell_uuid"], "uuid": node["uuid"],
+                    "up": heartbeat is not None and abs(
+                        (now - heartbeat).total_seconds()) <= CONF.service_down_time,
+                    "disabled": service["disabled"],
+                    "disabled_reason": service["disabled_reason"],
+                    "updated_at": heartbeat,
+                    "memory_mb": node["memory_mb"],
+                    "claimed_memory_mb": node["claimed_memory_mb"],
+                    "memory_mb_used": None, "reserved_host_memory_mb": 0,
+                    "vcpus": node["vcpus"], "claimed_vcpus": node["claimed_vcpus"],
+                    "vcpus_used": None, "reserved_host_cpus": 0,
+                    "local_gb": node["local_gb"],
+                    "claimed_disk_mb": node["claimed_disk_mb"],
+                    "local_gb_used": None, "reserved_host_disk_mb": 0,
+                    "instances": node["claimed_instances"], "running_vms": None,
+                })
+        return sorted(hosts, key=lambda h: (h["host"], h["node"]))
+
     def unclaimed_by_host(self) -> dict[str, int]:
         # Instances count per node in claimed_instances (from the cells).
         return {}

@@ -254,3 +254,20 @@ def test_placement_unreachable_is_said_and_known_hosts_stay(cloud):
     cloud.placement.down = False
     cloud.source.poll()
     assert cloud.source.problem() is None
+
+
+def test_host_list_shows_novas_hosts_with_placements_figures(cloud):
+    node = cloud.add_compute("c1", vcpus=4, memory_mb=2048)
+    cloud.add_compute("c2")
+    cloud.tables.update(cloud.cell, "services", "host = 'c2'", {}, disabled=1,
+                        disabled_reason="maintenance")
+    cloud.placement.put_allocations("i1", {
+        "allocations": {node: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}},
+        "project_id": "p", "user_id": "u", "consumer_generation": None})
+    cloud.tables.add_instance(cloud.cell, "i1", "c1", "c1")
+    c1, c2 = cloud.source.host_list()
+    assert (c1["host"], c1["up"], c1["disabled"]) == ("c1", True, False)
+    assert (c1["vcpus"], c1["claimed_vcpus"], c1["memory_mb"],
+            c1["claimed_memory_mb"], c1["instances"]) == (4, 1, 2048, 512, 1)
+    assert c1["uuid"] == node and c1["cell_uuid"] == cloud.cell
+    assert (c2["disabled"], c2["disabled_reason"]) == (True, "maintenance")
