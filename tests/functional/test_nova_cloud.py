@@ -1,0 +1,424 @@
+"""nova-sched in place of nova-scheduler, in a real cloud of nova 34 + Placement 16.
+
+One cloud for the module (tests/functional/novacloud.py): Placement,
+nova-api, nova-conductor, four nova-compute processes with nova's fake
+drivers, and the scheduler under test; everything is checked through
+nova's REST API and Placement's, as an operator would see it. Each test
+starts from an empty cloud (no server, no usage in Placement) and leaves
+it empty again: its servers, groups and aggregates deleted, services
+enabled.
+
+The computes (Placement ratios 1.0, no reserved memory, so counts are
+exact): ``small`` (SmallFakeDriver, 2 vCPU, 8 GB), ``medium``
+(MediumFakeDriver, 10 vCPU, 8 GB), ``big`` (FakeDriver, 1000 vCPU,
+800 GB) and ``resched`` (FakeRescheduleDriver: the first build of every
+instance fails and conductor reschedules it; 16 GB left usable by
+reserving the rest, so that only ``big`` takes the largest flavors).
+
+The scheduler: ``$NOVA_SCHED_CLOUD_SCHEDULER``, ``nova-sched`` (this
+project's daemon, the default) or ``nova-scheduler`` (nova's own, the
+reference the scenarios were first validated against). Needs the machine's
+RabbitMQ and MariaDB (root without a password on 127.0.0.1:3306) and the
+nova venv made by tools/nova_venv.sh (run_tests.sh makes it). Set
+``NOVA_SCHED_TEST_DIR`` to keep the processes' logs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+
+import pytest
+
+import cloudlib
+import novacloud
+from novacloud import fault_of, host_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SCHEDULER = os.environ.get("NOVA_SCHED_CLOUD_SCHEDULER", "nova-sched")
+RESCHED_USABLE_MB = 16384
+COMPUTES = {
+    "small": "fake.SmallFakeDriver",
+    "medium": "fake.MediumFakeDriver",
+    "big": "fake.FakeDriver",
+    "resched": {"driver": "fake.FakeRescheduleDriver",
+                # FakeDriver's 800,000 MB less this: RESCHED_USABLE_MB left.
+                "reserved_host_memory_mb": 800000 - RESCHED_USABLE_MB},
+}
+NO_VALID_HOST = "No valid host was found"
+# nova-sched's reason names the filters (CONTRACT section 3).
+PER_FILTER_REASON = re.compile(r"\d+/\d+ hosts available: .*\w+ removed \d+")
+
+
+@pytest.fixture(scope="module")
+def nova_venv():
+    venv = novacloud.default_venv()
+    made = subprocess.run(["bash", str(cloudlib.REPO / "tools" / "nova_venv.sh"),
+                           novacloud.NOVA_VERSION, str(venv)],
+                          capture_output=True, text=True, timeout=1800,
+                          stdin=subprocess.DEVNULL)
+    if made.returncode != 0:
+        pytest.fail(f"could not install nova {novacloud.NOVA_VERSION} in {venv}:\n"
+                    f"{made.stdout[-3000:]}\n{made.stderr[-3000:]}")
+    missing = [tool for tool in ("placement-manage", "nova-compute")
+               if not (venv / "bin" / tool).exists()]
+    if missing:
+        pytest.fail(f"{venv} lacks {missing}: tools/nova_venv.sh installs "
+                    "openstack-placement beside nova")
+    return venv
+
+
+@pytest.fixture(scope="module")
+def nova_cloud(rabbitmq, workdir, nova_venv):
+    if not novacloud.mysql_reachable():
+        pytest.fail("MariaDB is not answering on 127.0.0.1:3306: run "
+                    "tools/ensure_databases.sh (run_tests.sh does)", pytrace=False)
+    cloud = novacloud.NovaCloud(workdir("nova_cloud"), venv=nova_venv)
+    try:
+        cloud.start(COMPUTES, scheduler=SCHEDULER)
+        print(f"cloud of {SCHEDULER} started in {cloud.timings['start']:.0f}s "
+              f"({cloud.workdir})")
+        yield cloud
+    except novacloud.CloudError as err:
+        pytest.fail(f"the cloud did not start with {SCHEDULER}: {err}", pytrace=False)
+    finally:
+        cloud.close()
+
+
+@pytest.fixture(scope="module")
+def tiny(nova_cloud):
+    """1 vCPU, 256 MB, 1 GB."""
+    return nova_cloud.api.create_flavor("tiny", vcpus=1, ram=256, disk=1)
+
+
+class Scenario:
+    """What one test made, undone at its end (servers, groups, aggregates, services)."""
+
+    def __init__(self, cloud: novacloud.NovaCloud):
+        self.cloud = cloud
+        self.api = cloud.api
+        self.placement = cloud.placement
+        self.aggregates: list[int] = []
+        self.groups: list[str] = []
+        self.disabled: list[str] = []
+        self.flavors: list[str] = []
+
+    # -- building blocks ------------------------------------------------------
+    def zone(self, name: str, hosts: list[str]) -> str:
+        agg = self.api.create_aggregate(f"agg-{name}", availability_zone=name,
+                                        hosts=hosts)
+        self.aggregates.append(agg["id"])
+        self.cloud.settle()
+        return name
+
+    def group(self, policy: str) -> str:
+        group = self.api.create_server_group(f"{policy}-{uuid.uuid4().hex[:4]}", policy)
+        self.groups.append(group["id"])
+        return group["id"]
+
+    def disable(self, host: str) -> None:
+        self.api.set_service_enabled(host, False)
+        self.disabled.append(host)
+        self.cloud.settle()
+
+    def flavor(self, vcpus: int, ram: int, disk: int = 1) -> str:
+        flavor = self.api.create_flavor(f"f-{uuid.uuid4().hex[:6]}", vcpus=vcpus,
+                                        ram=ram, disk=disk)
+        self.flavors.append(flavor["id"])
+        return flavor["id"]
+
+    def boot(self, flavor_id: str, **kwargs) -> dict:
+        """One server, waited for until ACTIVE or ERROR."""
+        server = self.api.boot(flavor_id, **kwargs)
+        return self.api.wait_final(server["id"])
+
+    def boot_many(self, flavor_id: str, n: int, **kwargs) -> list[dict]:
+        """``n`` separate requests sent at once, each waited for."""
+        ids = [self.api.boot(flavor_id, **kwargs)["id"] for _ in range(n)]
+        return [self.api.wait_final(sid) for sid in ids]
+
+    # -- Placement's view ------------------------------------------------------
+    def rp(self, host: str) -> str:
+        return self.placement.provider_uuid(host)
+
+    def capacity(self, host: str) -> dict[str, int]:
+        return self.placement.capacity(self.rp(host))
+
+    def usage(self, host: str) -> dict[str, int]:
+        return self.placement.usages(self.rp(host))
+
+    def allocations(self, server_id: str) -> dict[str, dict[str, int]]:
+        """A server's allocations: host name -> resources."""
+        names = {rp: name for name, rp in self.placement.providers().items()}
+        return {names.get(rp, rp): res
+                for rp, res in self.placement.allocations(server_id).items()}
+
+    def assert_allocated_as_flavor(self, server: dict, flavor_id: str) -> None:
+        flavor = self.api.get(f"/flavors/{flavor_id}")["flavor"]
+        want = {"VCPU": flavor["vcpus"], "MEMORY_MB": flavor["ram"],
+                "DISK_GB": flavor["disk"]}
+        assert self.allocations(server["id"]) == {host_of(server): want}, \
+            self.why(server)
+
+    def why(self, server: dict | None = None) -> str:
+        """Context for a failed assertion: the server and the scheduler's log."""
+        lines = []
+        if server is not None:
+            lines.append(f"server {server.get('id')}: {server.get('status')} on "
+                         f"{host_of(server)} fault {fault_of(server)!r}")
+        lines.append(f"usage: {self.cloud.usage_by_host()}")
+        log = self.cloud.scheduler_log().splitlines()
+        interesting = [ln for ln in log if " ERROR " in ln or " WARNING " in ln
+                       or "Traceback" in ln]
+        lines.append(f"--- {SCHEDULER} log, warnings and errors (last 15) ---")
+        lines.extend(interesting[-15:])
+        lines.append(f"--- {SCHEDULER} log, last 25 lines (no lock chatter) ---")
+        lines.extend([ln for ln in log if "oslo_concurrency.lockutils" not in ln][-25:])
+        return "\n".join(lines)
+
+    def assert_no_valid_host(self, server: dict) -> None:
+        assert server["status"] == "ERROR", self.why(server)
+        message = fault_of(server)
+        assert NO_VALID_HOST in message, self.why(server)
+        if SCHEDULER == "nova-sched":
+            assert PER_FILTER_REASON.search(message), self.why(server)
+        assert self.allocations(server["id"]) == {}, self.why(server)
+
+    # -- the end ------------------------------------------------------------
+    def undo(self) -> None:
+        self.cloud.reset()
+        for group in self.groups:
+            self.api.delete_server_group(group)
+        for agg in self.aggregates:
+            self.api.delete_aggregate(agg)
+        for host in self.disabled:
+            self.api.set_service_enabled(host, True)
+        for flavor in self.flavors:
+            self.api.delete_flavor(flavor)
+        if self.aggregates or self.disabled:
+            self.cloud.settle()
+
+
+@pytest.fixture
+def scenario(nova_cloud, tiny):
+    """An empty cloud before the test, and again after it."""
+    nova_cloud.assert_running()
+    assert nova_cloud.api.servers() == []
+    nova_cloud.wait_usage_zero()
+    sc = Scenario(nova_cloud)
+    yield sc
+    sc.undo()
+    nova_cloud.assert_running()
+
+
+# -- 1 ------------------------------------------------------------------------
+def test_a_flavor_only_one_compute_can_take_lands_there(scenario):
+    caps = {host: scenario.capacity(host)["MEMORY_MB"] for host in COMPUTES}
+    ordered = sorted(caps.values(), reverse=True)
+    assert ordered[0] > ordered[1], f"no compute is alone at the top: {caps}"
+    (only,) = [h for h, c in caps.items() if c == ordered[0]]
+    flavor = scenario.flavor(vcpus=1, ram=ordered[1] + 1024)
+
+    server = scenario.boot(flavor)
+
+    assert server["status"] == "ACTIVE", scenario.why(server)
+    assert host_of(server) == only, scenario.why(server)
+    scenario.assert_allocated_as_flavor(server, flavor)
+
+
+# -- 2 ------------------------------------------------------------------------
+def test_an_impossible_flavor_fails_with_the_reason_and_no_allocation(scenario):
+    most = max(scenario.capacity(host)["MEMORY_MB"] for host in COMPUTES)
+    flavor = scenario.flavor(vcpus=1, ram=most + 1024)
+
+    server = scenario.boot(flavor)
+
+    scenario.assert_no_valid_host(server)
+    assert not any(scenario.cloud.usage_by_host().values())
+
+
+# -- 3 ------------------------------------------------------------------------
+def test_one_vcpu_servers_fill_two_computes_exactly(scenario, tiny):
+    zone = scenario.zone("az-fill", ["small", "medium"])
+    fits = {host: scenario.capacity(host)["VCPU"] for host in ("small", "medium")}
+    n = sum(fits.values())
+
+    servers = scenario.boot_many(tiny["id"], n, availability_zone=zone)
+
+    assert [s["status"] for s in servers] == ["ACTIVE"] * n, \
+        scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
+    for server in servers:
+        scenario.assert_allocated_as_flavor(server, tiny["id"])
+    placed = {host: sum(1 for s in servers if host_of(s) == host) for host in fits}
+    assert placed == fits, scenario.why()
+    for host, vcpus in fits.items():
+        assert scenario.usage(host)["VCPU"] == vcpus
+
+    one_more = scenario.boot(tiny["id"], availability_zone=zone)
+
+    scenario.assert_no_valid_host(one_more)
+    assert {h: scenario.usage(h)["VCPU"] for h in fits} == fits
+
+
+# -- 4 ------------------------------------------------------------------------
+def test_a_multi_create_request_for_more_than_fit_is_all_or_nothing(scenario, tiny):
+    zone = scenario.zone("az-multi", ["small", "medium"])
+    n = sum(scenario.capacity(host)["VCPU"] for host in ("small", "medium")) + 1
+
+    answer = scenario.api.boot(tiny["id"], count=n, availability_zone=zone)
+    servers = scenario.api.servers_of(answer["reservation_id"], count=n)
+    servers = [scenario.api.wait_final(s["id"]) for s in servers]
+
+    assert len(servers) == n
+    for server in servers:
+        assert server["status"] == "ERROR", scenario.why(server)
+        assert NO_VALID_HOST in fault_of(server), scenario.why(server)
+        assert scenario.allocations(server["id"]) == {}
+    assert not any(scenario.cloud.usage_by_host().values()), scenario.why()
+
+    # The same request for as many as fit is placed whole.
+    answer = scenario.api.boot(tiny["id"], count=n - 1, availability_zone=zone)
+    servers = scenario.api.servers_of(answer["reservation_id"], count=n - 1)
+    servers = [scenario.api.wait_final(s["id"]) for s in servers]
+    assert [s["status"] for s in servers] == ["ACTIVE"] * (n - 1), \
+        scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
+
+
+# -- 5 ------------------------------------------------------------------------
+def test_anti_affinity_spreads(scenario, tiny):
+    zone = scenario.zone("az-anti", ["small", "medium"])
+    group = scenario.group("anti-affinity")
+    hints = {"group": group}
+
+    first = scenario.boot(tiny["id"], availability_zone=zone, hints=hints)
+    second = scenario.boot(tiny["id"], availability_zone=zone, hints=hints)
+
+    assert first["status"] == second["status"] == "ACTIVE", scenario.why(second)
+    assert {host_of(first), host_of(second)} == {"small", "medium"}
+    # Both hosts of the zone hold a member: a third has nowhere to go,
+    # though either host has room.
+    third = scenario.boot(tiny["id"], availability_zone=zone, hints=hints)
+    assert third["status"] == "ERROR", scenario.why(third)
+    assert NO_VALID_HOST in fault_of(third), scenario.why(third)
+    assert scenario.allocations(third["id"]) == {}
+
+
+def test_affinity_stacks_and_a_member_that_cannot_follow_fails(scenario, tiny):
+    zone = scenario.zone("az-aff", ["small", "medium"])
+    group = scenario.group("affinity")
+    hints = {"group": group}
+
+    members = [scenario.boot(tiny["id"], availability_zone=zone, hints=hints)
+               for _ in range(2)]
+
+    assert [m["status"] for m in members] == ["ACTIVE"] * 2, scenario.why(members[-1])
+    (home,) = {host_of(m) for m in members}
+    # One vCPU more than the group's host has left: another compute takes
+    # it alone, the group's next member cannot follow the group with it.
+    free = scenario.capacity(home)["VCPU"] - scenario.usage(home)["VCPU"]
+    too_big = scenario.flavor(vcpus=free + 1, ram=256)
+    assert any(scenario.capacity(h)["VCPU"] - scenario.usage(h)["VCPU"] > free
+               for h in COMPUTES if h != home)
+
+    stray = scenario.boot(too_big, availability_zone=zone, hints=hints)
+
+    assert stray["status"] == "ERROR", scenario.why(stray)
+    assert NO_VALID_HOST in fault_of(stray), scenario.why(stray)
+    assert scenario.allocations(stray["id"]) == {}
+    alone = scenario.boot(too_big)
+    assert alone["status"] == "ACTIVE", scenario.why(alone)
+    assert host_of(alone) != home
+
+
+# -- 6 ------------------------------------------------------------------------
+def test_a_disabled_compute_service_is_skipped(scenario, tiny):
+    zone = scenario.zone("az-disable", ["small", "medium"])
+    probe = scenario.boot(tiny["id"], availability_zone=zone)
+    assert probe["status"] == "ACTIVE", scenario.why(probe)
+    chosen = host_of(probe)
+    other = ({"small", "medium"} - {chosen}).pop()
+    scenario.api.delete_server(probe["id"])
+    scenario.api.wait_gone([probe["id"]])
+
+    scenario.disable(chosen)
+    servers = scenario.boot_many(tiny["id"], scenario.capacity(other)["VCPU"],
+                                 availability_zone=zone)
+
+    assert [host_of(s) for s in servers] == [other] * len(servers), \
+        scenario.why(servers[0])
+    # The zone's only enabled host is full now; the disabled one has room.
+    refused = scenario.boot(tiny["id"], availability_zone=zone)
+    assert refused["status"] == "ERROR", scenario.why(refused)
+    assert scenario.usage(chosen)["VCPU"] == 0
+
+
+# -- 7 ------------------------------------------------------------------------
+def test_a_failed_build_is_rescheduled_to_an_alternate(scenario, tiny):
+    """conductor claims the alternate itself, from the Selection's
+    allocation_request; the failed host's claim is released."""
+    zone = scenario.zone("az-resched", ["resched", "small"])
+    # resched has the most free RAM of the zone: the first choice of
+    # RAM-spreading weighers (nova's default and nova-sched's).
+    assert scenario.capacity("resched")["MEMORY_MB"] > \
+        scenario.capacity("small")["MEMORY_MB"]
+
+    server = scenario.boot(tiny["id"], availability_zone=zone)
+
+    assert server["status"] == "ACTIVE", scenario.why(server)
+    # One build attempt on each host; the one on small succeeded, so the
+    # one on resched came first and failed.
+    builds = [e for a in scenario.api.instance_actions(server["id"])
+              for e in a.get("events", [])
+              if e["event"] == "compute__do_build_and_run_instance"]
+    hosts = sorted(e.get("host") for e in builds)
+    assert hosts == ["resched", "small"], \
+        f"build attempts on {hosts}, expected resched and small\n{scenario.why(server)}"
+    assert host_of(server) == "small"
+    scenario.assert_allocated_as_flavor(server, tiny["id"])
+    assert scenario.usage("resched")["VCPU"] == 0
+
+
+# -- 8 ------------------------------------------------------------------------
+def test_a_cold_migration_moves_the_server_and_its_allocation(scenario, tiny):
+    server = scenario.boot(tiny["id"])
+    assert server["status"] == "ACTIVE", scenario.why(server)
+    source = host_of(server)
+
+    scenario.api.migrate(server["id"])
+    server = scenario.api.wait_status(server["id"], ["VERIFY_RESIZE"])
+
+    assert server["status"] == "VERIFY_RESIZE", scenario.why(server)
+    dest = host_of(server)
+    assert dest != source
+    scenario.assert_allocated_as_flavor(server, tiny["id"])
+    (migration,) = scenario.api.migrations(server["id"])
+    # While unconfirmed, the migration holds the source's resources.
+    assert list(scenario.allocations(migration["uuid"])) == [source]
+
+    scenario.api.confirm_resize(server["id"])
+    server = scenario.api.wait_status(server["id"], ["ACTIVE"])
+
+    assert server["status"] == "ACTIVE" and host_of(server) == dest
+    scenario.assert_allocated_as_flavor(server, tiny["id"])
+    novacloud.wait_until(lambda: scenario.allocations(migration["uuid"]) == {},
+                         30, what="the source's allocation released")
+    assert scenario.usage(source)["VCPU"] == 0
+
+
+# -- 9 ------------------------------------------------------------------------
+def test_an_availability_zone_made_with_novas_aggregate_api_is_honoured(scenario, tiny):
+    # The compute with the least room, which weighers spreading load avoid.
+    least = min(COMPUTES, key=lambda h: scenario.capacity(h)["MEMORY_MB"]
+                * 10**6 + scenario.capacity(h)["VCPU"])
+    zone = scenario.zone("az-one", [least])
+    assert scenario.api.availability_zones().get(zone) == [least]
+
+    servers = scenario.boot_many(tiny["id"], 2, availability_zone=zone)
+
+    for server in servers:
+        assert server["status"] == "ACTIVE", scenario.why(server)
+        assert host_of(server) == least
+        assert server["OS-EXT-AZ:availability_zone"] == zone
