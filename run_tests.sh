@@ -38,9 +38,13 @@ tools/ensure_rabbitmq.sh
 tools/ensure_databases.sh
 # Today's nova, in a venv of its own (it pins its own dependencies), for the
 # test where nova's SchedulerAPI calls the daemon (tests/functional/
-# test_nova_client.py); made once, then reused.
+# test_nova_client.py), and with the Placement of the same release for the
+# test cloud of nova (tests/functional/test_nova_cloud.py); made once, then
+# reused.
 export NOVA_SCHED_NOVA_VERSION="${NOVA_SCHED_NOVA_VERSION:-34.*}"
+export NOVA_SCHED_PLACEMENT_VERSION="${NOVA_SCHED_PLACEMENT_VERSION:-16.*}"
 export NOVA_SCHED_NOVA_VENV="${NOVA_SCHED_NOVA_VENV:-$HOME/.cache/nova-sched/nova-venv-${NOVA_SCHED_NOVA_VERSION//\*/x}}"
-tools/nova_venv.sh "$NOVA_SCHED_NOVA_VERSION" "$NOVA_SCHED_NOVA_VENV"
+tools/nova_venv.sh "$NOVA_SCHED_NOVA_VERSION" "$NOVA_SCHED_NOVA_VENV" \
+    "openstack-placement==$NOVA_SCHED_PLACEMENT_VERSION" PyMySQL
 
 exec python3 -m pytest -q "$@"

@@ -53,6 +53,9 @@ import cloudlib
 HERE = Path(__file__).resolve().parent
 REPO = cloudlib.REPO
 NOVA_VERSION = os.environ.get("NOVA_SCHED_NOVA_VERSION", "34.*")
+PLACEMENT_VERSION = os.environ.get("NOVA_SCHED_PLACEMENT_VERSION", "16.*")
+# What tools/nova_venv.sh installs beside nova for this cloud.
+VENV_EXTRAS = (f"openstack-placement=={PLACEMENT_VERSION}", "PyMySQL")
 MYSQL_HOST = "127.0.0.1"
 MYSQL_PORT = 3306
 MYSQL_USER = "root"
@@ -66,6 +69,20 @@ def default_venv() -> Path:
     default = Path.home() / ".cache" / "nova-sched" / (
         "nova-venv-" + NOVA_VERSION.replace("*", "x"))
     return Path(os.environ.get("NOVA_SCHED_NOVA_VENV", default))
+
+
+def ensure_venv(venv: Path | None = None, timeout: float = 1800) -> Path:
+    """Make (or check) the nova venv with tools/nova_venv.sh; returns its path."""
+    venv = Path(venv) if venv else default_venv()
+    made = subprocess.run(["bash", str(REPO / "tools" / "nova_venv.sh"), NOVA_VERSION,
+                           str(venv), *VENV_EXTRAS],
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+    if made.returncode != 0:
+        raise CloudError(f"could not install nova {NOVA_VERSION} with "
+                         f"{' '.join(VENV_EXTRAS)} in {venv}:\n"
+                         f"{made.stdout[-3000:]}\n{made.stderr[-3000:]}")
+    return venv
 
 
 def free_port() -> int:

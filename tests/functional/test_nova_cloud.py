@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import uuid
 
 import pytest
 
-import cloudlib
 import novacloud
 from novacloud import fault_of, host_of
 
@@ -55,20 +53,11 @@ PER_FILTER_REASON = re.compile(r"\d+/\d+ hosts available: .*\w+ removed \d+")
 
 @pytest.fixture(scope="module")
 def nova_venv():
-    venv = novacloud.default_venv()
-    made = subprocess.run(["bash", str(cloudlib.REPO / "tools" / "nova_venv.sh"),
-                           novacloud.NOVA_VERSION, str(venv)],
-                          capture_output=True, text=True, timeout=1800,
-                          stdin=subprocess.DEVNULL)
-    if made.returncode != 0:
-        pytest.fail(f"could not install nova {novacloud.NOVA_VERSION} in {venv}:\n"
-                    f"{made.stdout[-3000:]}\n{made.stderr[-3000:]}")
-    missing = [tool for tool in ("placement-manage", "nova-compute")
-               if not (venv / "bin" / tool).exists()]
-    if missing:
-        pytest.fail(f"{venv} lacks {missing}: tools/nova_venv.sh installs "
-                    "openstack-placement beside nova")
-    return venv
+    """nova and Placement in a venv of their own (made once, then reused)."""
+    try:
+        return novacloud.ensure_venv()
+    except novacloud.CloudError as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 @pytest.fixture(scope="module")
