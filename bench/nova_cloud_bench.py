@@ -345,8 +345,10 @@ class Bench:
         raw = self.workdir / f"py-spy-{kind}-{size}.txt"
         rec_log = open(self.workdir / "py-spy-record.log", "w")
         recorder = subprocess.Popen(
+            # --gil: only the threads running Python code, not those waiting
+            # for the broker or the network.
             ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
-             "--rate", "200", "--format", "raw", "--output", str(raw)],
+             "--gil", "--rate", "200", "--format", "raw", "--output", str(raw)],
             stdout=rec_log, stderr=subprocess.STDOUT, start_new_session=True)
         time.sleep(1.0)
         dumps = []
@@ -459,12 +461,15 @@ def summarise_profile(raw: Path, top: int = 15) -> dict:
         if not frames:
             continue
         own[_short(frames[-1])] += n
-        for frame in {_short(f) for f in frames}:
+        for frame in {_short(f) for f in frames if not f.startswith(_GENERIC)}:
             total[frame] += n
 
     def pct(counter):
         return [(name, round(100 * n / samples, 1)) for name, n in counter.most_common(top)]
     return {"samples": samples, "self": pct(own), "total": pct(total)}
+
+
+_GENERIC = ("process ", "thread ", "Thread._bootstrap", "Thread.run ", "<module> (")
 
 
 def _short(frame: str) -> str:
