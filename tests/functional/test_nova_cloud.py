@@ -372,7 +372,11 @@ def test_a_failed_build_is_rescheduled_to_an_alternate(scenario, tiny):
 
 # -- 8 ------------------------------------------------------------------------
 def test_a_cold_migration_moves_the_server_and_its_allocation(scenario, tiny):
-    server = scenario.boot(tiny["id"])
+    # In a zone of two plain fake computes: the server's zone holds its
+    # migration there too (FakeRescheduleDriver would fail the move: the
+    # fake finish_migration spawns).
+    zone = scenario.zone("az-migrate", ["small", "medium"])
+    server = scenario.boot(tiny["id"], availability_zone=zone)
     assert server["status"] == "ACTIVE", scenario.why(server)
     source = host_of(server)
 
@@ -391,6 +395,7 @@ def test_a_cold_migration_moves_the_server_and_its_allocation(scenario, tiny):
     server = scenario.api.wait_status(server["id"], ["ACTIVE"])
 
     assert server["status"] == "ACTIVE" and host_of(server) == dest
+    assert server["OS-EXT-AZ:availability_zone"] == zone
     scenario.assert_allocated_as_flavor(server, tiny["id"])
     novacloud.wait_until(lambda: scenario.allocations(migration["uuid"]) == {},
                          30, what="the source's allocation released")
