@@ -120,7 +120,9 @@ class Bench:
         self.phases = Phases()
         self.results: dict[int, dict[str, dict]] = {}
         self.profile: dict | None = None
-        self.failed = False
+        self.started = dt.datetime.now(dt.timezone.utc)
+        self.info: dict = {}
+        self.log_offset = 0
 
     # -- the cloud -----------------------------------------------------------
     def open(self) -> None:
@@ -172,6 +174,8 @@ class Bench:
         }
 
     def start(self, kind: str, size: int) -> None:
+        log = self.cloud.workdir / f"{kind}.log"
+        self.log_offset = log.stat().st_size if log.exists() else 0
         with self.phases.timed("scheduler start until its queue has a consumer",
                                scheduler=kind, nodes=size):
             self.cloud.start_scheduler(kind, self.nova_sched_overrides())
@@ -184,6 +188,8 @@ class Bench:
 
     def stop(self, kind: str) -> None:
         code = self.cloud.stop(kind, timeout=30)
+        # Gone on purpose: the cloud's liveness checks must not count it.
+        self.cloud.procs.pop(kind, None)
         say(f"{kind} stopped (exit {code})")
 
     def sync_instances(self, kind: str, size: int) -> None:
@@ -335,7 +341,7 @@ class Bench:
             raise BenchError(f"{left[0]['n']} allocations left after deleting them")
 
     def log_errors(self, kind: str) -> list[str]:
-        text = self.cloud.log_text(kind).splitlines()
+        text = self.cloud.log_text(kind)[self.log_offset:].splitlines()
         return [line for line in text if " ERROR " in line or "Traceback" in line][:20]
 
     # -- profile -------------------------------------------------------------------
@@ -378,23 +384,26 @@ class Bench:
                 "dump": dumps[0] if dumps else None, "check": self.check(calls)}
 
     # -- the run -----------------------------------------------------------------
-    def run(self) -> dict:
-        started = dt.datetime.now(dt.timezone.utc)
+    def run(self) -> None:
+        self.started = dt.datetime.now(dt.timezone.utc)
         self.open()
-        info = {"nova": _version(self.python, "nova"),
-                "placement": _version(self.python, "openstack-placement")}
+        self.info = {"nova": _version(self.python, "nova"),
+                     "placement": _version(self.python, "openstack-placement")}
         for size in sorted(self.args.sizes):
             self.register(size)
             self.results[size] = {}
             for kind in self.args.schedulers:
                 say(f"{kind}, {size:,} nodes")
                 self.results[size][kind] = self.measure(kind, size)
+
+    def report(self) -> dict:
+        """What was measured so far."""
         return {
-            "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+            "date": self.started.strftime("%Y-%m-%d %H:%M UTC"),
             "command": " ".join(shlex.quote(a) for a in [
                 "python", "bench/nova_cloud_bench.py", *sys.argv[1:]]),
             "machine": {"cores": os.cpu_count(), "load_at_start": os.getloadavg()[0]},
-            **info, "calls": self.args.calls, "warmup": self.args.warmup,
+            **self.info, "calls": self.args.calls, "warmup": self.args.warmup,
             "results": {str(k): v for k, v in self.results.items()},
             "ratios": self.ratios(), "phases": self.phases.rows,
             "profile": self.profile, "workdir": str(self.workdir),
@@ -564,27 +573,25 @@ def main() -> int:
     def _term(signum, frame):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, _term)
-    report = None
+    code = 0
     try:
-        report = bench.run()
+        bench.run()
     except (BenchError, novacloud.CloudError) as err:
         say(f"cannot go on: {err}")
-        bench.failed = True
-        code = 2 if not bench.results else 1
+        code = 2 if not any(bench.results.values()) else 1
     except KeyboardInterrupt:
         say("interrupted")
-        bench.failed = True
         code = 1
-    else:
-        code = 0
     finally:
         with contextlib.suppress(Exception):
             bench.close()
-    if report is not None:
+    if any(bench.results.values()):  # what was measured, even after a failure
+        report = bench.report()
         problems = bad(report)
         for problem in problems:
             say(f"FAILED: {problem}")
-        code = 1 if problems else 0
+        if problems:
+            code = 1
         text = table(report)
         if args.json:
             print(text, file=sys.stderr)
