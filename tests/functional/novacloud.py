@@ -901,6 +901,18 @@ class NovaCloud:
     def scheduler_log(self) -> str:
         return self.log_text(self.scheduler) if self.scheduler else ""
 
+    def nova_sched_manage(self, *args: str, timeout: float = 60) -> str:
+        """``nova-sched-manage --config-file <the daemon's> ARGS``; its stdout."""
+        done = subprocess.run([sys.executable, "-m", "nova_sched.cmd.manage",
+                               "--config-file", str(self.sched_conf), *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              env=cloudlib.subprocess_env(), cwd=str(self.workdir),
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise CloudError(f"nova-sched-manage {' '.join(args)} failed "
+                             f"({done.returncode}): {done.stderr[-2000:]}")
+        return done.stdout
+
     def stop(self, name: str, timeout: float = 10) -> int | None:
         """SIGTERM a process's group, SIGKILL after ``timeout``; its exit code."""
         proc = self.procs.get(name)

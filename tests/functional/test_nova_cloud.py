@@ -159,13 +159,22 @@ class Scenario:
             lines.append(f"server {server.get('id')}: {server.get('status')} on "
                          f"{host_of(server)} fault {fault_of(server)!r}")
         lines.append(f"usage: {self.cloud.usage_by_host()}")
-        log = self.cloud.scheduler_log().splitlines()
+        if SCHEDULER == "nova-sched":
+            try:
+                lines.append("--- nova-sched-manage host list ---")
+                lines.append(self.cloud.nova_sched_manage("host", "list"))
+            except novacloud.CloudError as err:
+                lines.append(str(err))
+        noise = ("oslo_concurrency.lockutils", "keystoneauth", "RESP BODY", "REQ: curl",
+                 "GET call to placement", "RESP: [")
+        log = [ln for ln in self.cloud.scheduler_log().splitlines()
+               if not any(n in ln for n in noise)]
         interesting = [ln for ln in log if " ERROR " in ln or " WARNING " in ln
                        or "Traceback" in ln]
         lines.append(f"--- {SCHEDULER} log, warnings and errors (last 15) ---")
         lines.extend(interesting[-15:])
-        lines.append(f"--- {SCHEDULER} log, last 25 lines (no lock chatter) ---")
-        lines.extend([ln for ln in log if "oslo_concurrency.lockutils" not in ln][-25:])
+        lines.append(f"--- {SCHEDULER} log, last 25 lines (no lock or HTTP chatter) ---")
+        lines.extend(log[-25:])
         return "\n".join(lines)
 
     def assert_no_valid_host(self, server: dict) -> None:
