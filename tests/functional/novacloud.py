@@ -524,7 +524,10 @@ class NovaCloud:
     """nova 34 + Placement 16 + a scheduler, on private resources."""
 
     def __init__(self, workdir: Path, name: str = "nova", venv: Path | None = None,
-                 debug: bool | None = None):
+                 debug: bool | None = None, nova_overrides: dict | None = None):
+        """``nova_overrides``: {group: {option: value}} merged into nova.conf
+        (every nova process reads it); ``debug``: nova's and Placement's
+        debug logs (default: ``$NOVA_SCHED_CLOUD_DEBUG``)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.venv = Path(venv) if venv else default_venv()
@@ -533,6 +536,7 @@ class NovaCloud:
         if debug is None:
             debug = os.environ.get("NOVA_SCHED_CLOUD_DEBUG", "") not in ("", "0", "false")
         self.debug = debug
+        self.nova_overrides = nova_overrides or {}
         self.broker: cloudlib.Broker | None = None
         self.dbs = Databases(self.tag.replace("-", "_"))
         self.procs: dict[str, subprocess.Popen] = {}
@@ -637,7 +641,7 @@ class NovaCloud:
             # does).
             "placement": {"allocation_conflict_retry_count": 1},
         }))
-        self.nova_conf.write_text(ini(self.nova_sections()))
+        self.nova_conf.write_text(ini(merge(self.nova_sections(), self.nova_overrides)))
         paste = (self.venv / "etc" / "nova" / "api-paste.ini").read_text()
         paste, replaced = re.subn(
             r"(\[filter:authtoken\]\n)paste\.filter_factory\s*=.*\n",
