@@ -270,7 +270,8 @@ class Bench:
                 result["check"] = self.check(calls)
             if (self.args.py_spy and kind == "nova-sched"
                     and size == max(self.args.sizes)):
-                self.profile = self.profiled(kind, size)
+                self.profile = self.profiled(kind, size,
+                                             frozenset(c["uuid"] for c in calls))
                 result["check_profiled"] = self.profile.pop("check")
             result["log_errors"] = self.log_errors(kind)
         finally:
@@ -298,8 +299,9 @@ class Bench:
             "distinct_nodes": len({c.get("node_uuid") for c in timed if "error" not in c}),
         }
 
-    def check(self, calls: list[dict]) -> dict:
-        """Each call's claim, from Placement's own tables."""
+    def check(self, calls: list[dict], earlier: frozenset = frozenset()) -> dict:
+        """Each call's claim, from Placement's own tables (``earlier``: the
+        consumers of calls already checked, still allocated, not stray)."""
         rows = self.cloud.dbs.query("placement", """
             SELECT a.consumer_id AS consumer, rp.uuid AS rp, rc.name AS rc, a.used AS used
             FROM allocations a
@@ -326,7 +328,7 @@ class Bench:
             elif providers != {call["node_uuid"]}:
                 wrong.append({"uuid": call["uuid"], "returned": call["node_uuid"],
                               "claimed": sorted(providers)})
-        made = {c["uuid"] for c in calls}
+        made = {c["uuid"] for c in calls} | earlier
         stray = sorted(set(by_consumer) - made)
         return {"answered": answered, "claimed": answered - len(lost),
                 "lost": lost, "doubled": doubled, "wrong_node": wrong, "stray": stray}
@@ -345,7 +347,7 @@ class Bench:
         return [line for line in text if " ERROR " in line or "Traceback" in line][:20]
 
     # -- profile -------------------------------------------------------------------
-    def profiled(self, kind: str, size: int) -> dict:
+    def profiled(self, kind: str, size: int, earlier: frozenset) -> dict:
         """Further calls under py-spy record, and one py-spy dump among them."""
         pid = self.cloud.procs[kind].pid
         raw = self.workdir / f"py-spy-{kind}-{size}.txt"
@@ -381,7 +383,8 @@ class Bench:
         return {"calls": len(calls), "p50_ms": percentile(ok, 50),
                 "p99_ms": percentile(ok, 99), "raw": str(raw),
                 "top": summarise_profile(raw) if raw.exists() else None,
-                "dump": dumps[0] if dumps else None, "check": self.check(calls)}
+                "dump": dumps[0] if dumps else None,
+                "check": self.check(calls, earlier)}
 
     # -- the run -----------------------------------------------------------------
     def run(self) -> None:
