@@ -58,6 +58,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -256,6 +257,8 @@ class Bench:
                 if self.args.warmup == 0:
                     mark()
                 load0 = os.getloadavg()[0]
+                placement_log = self.cloud.workdir / "placement.log"
+                log0 = placement_log.stat().st_size
                 lines = self.driver([f"--calls={self.args.calls}",
                                      f"--warmup={self.args.warmup}"],
                                     f"calls-{kind}-{size}", on_line=on_line)
@@ -266,6 +269,7 @@ class Bench:
             result["placement_cpu_ms_per_call"] = round(
                 (end[1] - start[1]) * 1000 / max(1, result["calls"]), 1)
             result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+            result["placement_requests"] = placement_requests(placement_log, log0)
             with self.phases.timed("check claims in Placement", scheduler=kind, nodes=size):
                 result["check"] = self.check(calls)
             if (self.args.py_spy and kind == "nova-sched"
@@ -287,7 +291,8 @@ class Bench:
         return {
             "calls": len(timed), "errors": sum(1 for c in calls if "error" in c),
             "first_errors": [c["error"] for c in calls if "error" in c][:3],
-            "p50_ms": percentile(ok, 50), "p99_ms": percentile(ok, 99),
+            "p50_ms": percentile(ok, 50), "p90_ms": percentile(ok, 90),
+            "p99_ms": percentile(ok, 99),
             "mean_ms": round(sum(ok) / len(ok), 1) if ok else None,
             "min_ms": min(ok, default=None), "max_ms": max(ok, default=None),
             "warmup_ms": warm,
@@ -457,6 +462,17 @@ def _version(python: str, dist: str) -> str | None:
     return out.stdout.strip() or None
 
 
+def placement_requests(log: Path, offset: int) -> dict[str, int]:
+    """Placement's requests logged after ``offset``, by method and first
+    path segment (``GET /allocation_candidates``: 1 per nova-scheduler call;
+    nova-sched's come from its background usage reads)."""
+    with open(log, "rb") as fh:
+        fh.seek(offset)
+        text = fh.read().decode(errors="replace")
+    found = re.findall(r'placement\.requestlog .*?"(GET|PUT|POST|DELETE) (/[a-z_]*)', text)
+    return dict(collections.Counter(f"{m} {p}" for m, p in found).most_common())
+
+
 def summarise_profile(raw: Path, top: int = 15) -> dict:
     """py-spy's raw (collapsed) stacks: the functions with the most samples,
     on top of the stack (self) and anywhere in it (total)."""
@@ -513,6 +529,10 @@ def table(report: dict) -> str:
             lines.append(f"| {int(size):,} | **nova-scheduler / nova-sched** | "
                          f"**{ratio['p50']:,}x** | **{ratio['p99']:,}x** | | | | | | | |")
     out = "\n".join(lines)
+    out += "\n\nPlacement's requests during the calls (warm-up included):\n" + "\n".join(
+        f"  {int(size):,} nodes, {kind}: "
+        + ", ".join(f"{k} {v}" for k, v in r.get("placement_requests", {}).items())
+        for size, by in report["results"].items() for kind, r in by.items())
     phases = "\n".join(
         f"  {row['seconds']:8.1f} s  {row['phase']}"
         + "".join(f", {k} {v}" for k, v in row.items() if k not in ("phase", "seconds"))
