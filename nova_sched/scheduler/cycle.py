@@ -292,11 +292,17 @@ class SchedulingCycle:
         re-read) and decides again.
         """
         lost = 0
+        doubts_settled = False
         while True:
             with self._lock:
                 self.host_manager.refresh(
                     force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
                 decision = self.decide(spec, group, uuid)
+                if (not len(decision.order) and not doubts_settled
+                        and self.host_manager.settle_doubts()):
+                    # Some figures may have counted a claim of ours twice.
+                    doubts_settled = True
+                    decision = self.decide(spec, group, uuid)
                 self.metrics.filtered(decision.filtered.removed_counts())
                 if not len(decision.order):
                     reason = decision.reason()

@@ -196,6 +196,16 @@ class HostManager:
         with self.lock:
             self._apply_rows(rows)
 
+    def settle_doubts(self) -> bool:
+        """Have the source read again the nodes whose figures may count a
+        claim twice; whether any was read."""
+        rows = self.source.settle_doubts()
+        if rows is None:
+            return False
+        with self.lock:
+            self._apply_rows(rows)
+        return True
+
     def hosts_of(self, instance_uuids) -> dict[str, str]:
         """uuid -> host of the instances that are on a host or claimed."""
         return self.source.hosts_of(instance_uuids)

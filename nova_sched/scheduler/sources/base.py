@@ -70,6 +70,10 @@ class HostSource(Protocol):
     def note_confirmed(self, claim) -> None:
         """The claim store accepted ``claim`` (the same object)."""
 
+    def settle_doubts(self) -> HostRows | None:
+        """Rows read again for nodes whose figures may count one of this
+        scheduler's claims twice (before a NoValidHost); None: no doubt."""
+
     def problem(self) -> str | None:
         """Why the source cannot be read now (for /healthz), else None."""
 

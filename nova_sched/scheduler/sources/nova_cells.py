@@ -27,10 +27,14 @@ refresh, which a decision triggers (``load_changed``).
 
 This daemon's own claims count at once (``note_claimed``): until a
 Placement read that began after Placement accepted the claim
-(``note_confirmed``) shows it, the claim is added to the node's usage, so the next decision sees the node fuller. Placement settles
-what the table misses (another scheduler's claim since the last read):
-its 409 sends the cycle to the next node, after this node's usage is read
-again (``load_node``).
+(``note_confirmed``) shows it, the claim is added to the node's usage, so
+the next decision sees the node fuller. A claim whose write overlapped a
+read may or may not be in it; it stays counted ("doubtful", erring on the
+full side), and before a decision ends in NoValidHost the nodes holding
+such claims are read again (``settle_doubts``). Placement settles what the
+table misses (another scheduler's claim since the last read): its 409
+sends the cycle to the next node, after this node's usage is read again
+(``load_node``).
 """
 
 from __future__ import annotations
@@ -75,8 +79,12 @@ class _Pending:
 
     claim: Claim
     host: str
+    # time.monotonic() when the claim was counted, before it was sent.
+    counted: float = dataclasses.field(default_factory=time.monotonic)
     # time.monotonic() when Placement accepted the claim (None: not yet).
     confirmed: float | None = None
+    # Sent while a read of Placement ran: that read may already count it.
+    doubtful: bool = False
 
 
 def _utcnow() -> dt.datetime:
@@ -254,6 +262,7 @@ class NovaCellsSource:
     def _read_placement(self) -> None:
         started = time.monotonic()
         summaries = self.placement.provider_summaries(_SUMMARY_RESOURCES)
+        read = time.monotonic()
         with self._lock:
             wanted = {row["uuid"]: node_id for node_id, row in self._nodes.items()
                       if not row["deleted"]}
@@ -263,6 +272,8 @@ class NovaCellsSource:
             usage = self._read_provider(uuid)
             if usage is not None:
                 summaries[uuid] = usage
+        if missing:
+            read = time.monotonic()
         with self._lock:
             for uuid, node_id in wanted.items():
                 usage = summaries.get(uuid)
@@ -273,15 +284,29 @@ class NovaCellsSource:
                 if self._usage.get(uuid) != usage:
                     self._usage[uuid] = usage
                     self._changed_nodes.add(node_id)
-                pending = self._pending.get(node_id)
-                if pending:
-                    # A read that began after Placement accepted a claim
-                    # counts it in the usage already.
-                    kept = [p for p in pending
-                            if p.confirmed is None or p.confirmed >= started]
-                    if len(kept) != len(pending):
-                        self._pending[node_id] = kept
-                        self._changed_nodes.add(node_id)
+                self._settle(node_id, started, read)
+
+    def _settle(self, node_id: int, started: float, finished: float) -> None:
+        """Own claims against a read of the node's usage over [started,
+        finished]: those Placement accepted before it began are in it
+        (dropped); those sent after it ended are not (kept); the others may
+        be, and are kept as doubtful."""
+        pending = self._pending.get(node_id)
+        if not pending:
+            return
+        kept = []
+        for claim in pending:
+            if claim.confirmed is not None and claim.confirmed < started:
+                continue
+            if claim.counted <= finished:
+                claim.doubtful = True
+            kept.append(claim)
+        if len(kept) != len(pending):
+            self._changed_nodes.add(node_id)
+        if kept:
+            self._pending[node_id] = kept
+        else:
+            del self._pending[node_id]
 
     def _read_provider(self, uuid: str) -> dict | None:
         """One provider's capacity and usage, read alone (None: unknown)."""
@@ -330,18 +355,36 @@ class NovaCellsSource:
 
     def load_node(self, node_id: int) -> HostRows:
         """Read the node's usage in Placement again (after a lost claim or a
-        release): every claim confirmed before now is in it."""
+        release, or to settle doubtful claims)."""
         with self._lock:
             row = self._nodes.get(node_id)
         if row is None:
             return HostRows()
+        started = time.monotonic()
         usage = self._read_provider(row["uuid"])
+        finished = time.monotonic()
         with self._lock:
             self._usage[row["uuid"]] = usage or {}
-            self._pending.pop(node_id, None)
+            self._settle(node_id, started, finished)
+            self._changed_nodes.discard(node_id)
             node = self._node_row(node_id)
             return HostRows([node] if node is not None else [],
                             [self._service_row(row["host"])])
+
+    def settle_doubts(self) -> HostRows | None:
+        """Read again the nodes holding claims a read may have counted
+        already; None when there are none."""
+        with self._lock:
+            doubtful = [node_id for node_id, items in self._pending.items()
+                        if any(p.doubtful for p in items)]
+        if not doubtful:
+            return None
+        rows = HostRows()
+        for node_id in doubtful:
+            read = self.load_node(node_id)
+            rows.nodes += read.nodes
+            rows.services += read.services
+        return rows
 
     def host_list(self) -> list[dict]:
         """``nova-sched-manage host list``'s rows for nova's hosts, read now.
@@ -457,7 +500,9 @@ class NovaCellsSource:
             # Gone: no heartbeat, so every node of the host is down.
             return {"host": host, "disabled": True, "disabled_reason": "service deleted",
                     "updated_at": None}
-        heartbeat = row["last_seen_up"] or row["updated_at"]
+        # nova-compute writes last_seen_up from its first report on; a
+        # service just created has only created_at, and nova counts it up.
+        heartbeat = row["last_seen_up"] or row["updated_at"] or row["created_at"]
         return {"host": host, "disabled": bool(row["disabled"]),
                 "disabled_reason": row["disabled_reason"],
                 "updated_at": None if row["forced_down"] else heartbeat}

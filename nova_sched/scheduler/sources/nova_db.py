@@ -25,7 +25,8 @@ LOG = logging.getLogger(__name__)
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 
 _SERVICE_COLUMNS = ("id", "host", "`binary`", "disabled", "disabled_reason",
-                    "forced_down", "last_seen_up", "updated_at", "deleted")
+                    "forced_down", "last_seen_up", "updated_at", "created_at",
+                    "deleted")
 _NODE_COLUMNS = ("id", "uuid", "host", "hypervisor_hostname", "vcpus", "memory_mb",
                  "local_gb", "current_workload", "hypervisor_type",
                  "hypervisor_version", "cpu_info", "host_ip", "supported_instances",
@@ -90,8 +91,8 @@ class Cell:
                             f"{where} AND {_quote('`binary`', self.engine.dialect.name)}"
                             " = 'nova-compute'", params)
         for row in rows:
-            row["last_seen_up"] = _datetime(row["last_seen_up"])
-            row["updated_at"] = _datetime(row["updated_at"])
+            for stamp in ("last_seen_up", "updated_at", "created_at"):
+                row[stamp] = _datetime(row[stamp])
         return rows
 
     def compute_nodes(self, since: dt.datetime | None) -> list[dict]:

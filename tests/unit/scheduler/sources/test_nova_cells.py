@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import time
 import uuid as uuidlib
 
 import pytest
@@ -38,6 +39,10 @@ class NovaCloud:
         node_uuid = self.tables.add_compute(self.cell, host, **columns)
         self.placement.add_provider(node_uuid, vcpus, memory_mb, disk_gb)
         return node_uuid
+
+    def tables_provider(self, host):
+        state = self.host_manager.table.states[_rows(self)[host]]
+        return state.uuid
 
     def poll(self):
         """The poller's next read, then the host table's next refresh."""
@@ -271,3 +276,31 @@ def test_host_list_shows_novas_hosts_with_placements_figures(cloud):
             c1["claimed_memory_mb"], c1["instances"]) == (4, 1, 2048, 512, 1)
     assert c1["uuid"] == node and c1["cell_uuid"] == cloud.cell
     assert (c2["disabled"], c2["disabled_reason"]) == (True, "maintenance")
+
+
+def test_a_service_not_yet_reported_is_up_from_its_creation(cloud):
+    """nova-compute creates its service row before its first report: nova
+    counts it up from created_at, and so does nova-sched."""
+    cloud.add_compute("c1")
+    cloud.tables.update(cloud.cell, "services", "host = 'c1'", {},
+                        last_seen_up=None, updated_at=None)
+    cloud.host_manager.full_resync()
+    [(_uuid, chosen)] = cloud.select()
+    assert chosen.host == "c1"
+
+
+def test_a_claim_a_read_may_have_counted_is_settled_before_no_valid_host(cloud):
+    cloud.add_compute("c1", vcpus=2)
+    cloud.host_manager.full_resync()
+    cloud.select(vcpus=1)
+    [pending] = cloud.source._pending[1]
+    # Placement's read ran while this daemon had not yet handled the 204:
+    # the read counts the claim, and so does the pending claim.
+    pending.confirmed = None
+    cloud.poll()
+    assert cloud.host_manager.table.states[_rows(cloud)["c1"]].vcpus_used == 2
+    pending.confirmed = time.monotonic()
+    # The node is read again before the decision gives up: one vCPU is free.
+    [(_uuid, chosen)] = cloud.select(vcpus=1)
+    assert chosen.host == "c1"
+    assert cloud.placement.used(cloud.tables_provider("c1"), "VCPU") == 2
