@@ -325,16 +325,19 @@ class SchedulingCycle:
                 self.claims.claim(claim, placement)
                 self.host_manager.source.note_confirmed(claim)
                 return [chosen] + rest
-            except exception.ClaimFailed:
+            except exception.ClaimFailed as err:
                 lost += 1
                 self.metrics.claims_lost.inc()
-                LOG.info("Lost the claim for %s on %s/%s to another scheduler; "
-                         "deciding again", uuid, chosen.host, chosen.nodename)
+                LOG.info("Lost the claim for %s on %s/%s to another scheduler "
+                         "(%s); deciding again", uuid, chosen.host, chosen.nodename,
+                         err.message)
+                self.host_manager.source.note_withdrawn(claim)
                 self.host_manager.refresh_node(chosen.node_id)
                 if lost >= _MAX_LOST_CLAIMS:
                     raise exception.NoValidHost(
                         f"{lost} claims lost to concurrent schedulers")
             except BaseException:
+                self.host_manager.source.note_withdrawn(claim)
                 self._forget_assumption(chosen.node_id)
                 raise
 

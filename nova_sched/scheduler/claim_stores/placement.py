@@ -86,7 +86,10 @@ class PlacementClaims:
                     else:
                         self._before.pop(claim.instance_uuid, None)
                 return
-            if resp.status == 409 and "generation" in resp.error_detail().lower():
+            if resp.status == 409 and resp.error_code() == "placement.concurrent_update":
+                # Another writer changed the provider or the consumer between
+                # our read and our write (nova's report client retries too);
+                # a capacity refusal has another code.
                 LOG.info("Placement generation race on the claim of %s; trying "
                          "again: %s", claim.instance_uuid, resp.error_detail())
                 continue

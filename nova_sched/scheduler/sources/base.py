@@ -70,6 +70,9 @@ class HostSource(Protocol):
     def note_confirmed(self, claim) -> None:
         """The claim store accepted ``claim`` (the same object)."""
 
+    def note_withdrawn(self, claim) -> None:
+        """The claim store refused ``claim``, or it was never sent."""
+
     def settle_doubts(self) -> HostRows | None:
         """Rows read again for nodes whose figures may count one of this
         scheduler's claims twice (before a NoValidHost); None: no doubt."""

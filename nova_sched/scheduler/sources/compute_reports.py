@@ -64,6 +64,10 @@ class ComputeReportsSource:
     def note_confirmed(self, claim) -> None:
         pass
 
+    def note_withdrawn(self, claim) -> None:
+        # The node is read again from the database, which never had it.
+        pass
+
     def settle_doubts(self) -> HostRows | None:
         # Claims and rows are one transaction here: no doubt arises.
         return None

@@ -445,6 +445,16 @@ class NovaCellsSource:
         with self._lock:
             self._pending.setdefault(claim.node_id, []).append(_Pending(claim, host))
 
+    def note_withdrawn(self, claim: Claim) -> None:
+        with self._lock:
+            pending = [p for p in self._pending.get(claim.node_id, ())
+                       if p.claim is not claim]
+            if pending:
+                self._pending[claim.node_id] = pending
+            else:
+                self._pending.pop(claim.node_id, None)
+            self._changed_nodes.add(claim.node_id)
+
     def note_confirmed(self, claim: Claim) -> None:
         with self._lock:
             for pending in self._pending.get(claim.node_id, ()):

@@ -304,3 +304,20 @@ def test_a_claim_a_read_may_have_counted_is_settled_before_no_valid_host(cloud):
     [(_uuid, chosen)] = cloud.select(vcpus=1)
     assert chosen.host == "c1"
     assert cloud.placement.used(cloud.tables_provider("c1"), "VCPU") == 2
+
+
+def test_a_claim_placement_refused_is_not_counted_afterwards(cloud):
+    """A claim lost to a concurrent writer (Placement's concurrent_update) or
+    to another scheduler leaves nothing counted on its node."""
+    node = cloud.add_compute("c1", vcpus=2)
+    cloud.host_manager.full_resync()
+    cloud.placement.put_allocations("other", {
+        "allocations": {node: {"resources": {"VCPU": 2}}}, "project_id": "p",
+        "user_id": "u", "consumer_generation": None})
+    with pytest.raises(exception.NoValidHost):
+        cloud.select(vcpus=1)
+    assert cloud.source._pending == {}
+    cloud.placement.delete_allocations("other")
+    cloud.poll()
+    [(_uuid, chosen)] = cloud.select(vcpus=2)
+    assert chosen.host == "c1"
