@@ -132,24 +132,20 @@ class PlacementClient:
 
     def usages(self, rp_uuid: str) -> dict[str, int] | None:
         """A provider's usages by resource class (None: no such provider)."""
-        resp = self.request("GET", f"/resource_providers/{rp_uuid}/usages", "1.9")
-        if resp.status == 404:
-            return None
-        if resp.status != 200:
-            raise exception.PlacementUnavailable(
-                f"GET usages of {rp_uuid}: HTTP {resp.status} {resp.error_detail()}")
-        return dict(resp.body.get("usages") or {})
+        return self._of_provider(rp_uuid, "usages")
 
     def inventories(self, rp_uuid: str) -> dict[str, dict] | None:
         """A provider's inventories by resource class (None: no such provider)."""
-        resp = self.request("GET", f"/resource_providers/{rp_uuid}/inventories", "1.9")
+        return self._of_provider(rp_uuid, "inventories")
+
+    def _of_provider(self, rp_uuid: str, what: str) -> dict | None:
+        resp = self.request("GET", f"/resource_providers/{rp_uuid}/{what}", "1.9")
         if resp.status == 404:
             return None
-        if resp.status != 200:
+        if resp.status != 200 or not isinstance(resp.body, dict):
             raise exception.PlacementUnavailable(
-                f"GET inventories of {rp_uuid}: HTTP {resp.status} "
-                f"{resp.error_detail()}")
-        return dict(resp.body.get("inventories") or {})
+                f"GET {what} of {rp_uuid}: HTTP {resp.status} {resp.error_detail()}")
+        return dict(resp.body.get(what) or {})
 
     def provider_summaries(self, resources: str, wait: float = 0.0) -> dict[str, dict]:
         """``rp_uuid -> {resource class: {"capacity", "used"}}`` of every
