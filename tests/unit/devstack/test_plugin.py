@@ -746,21 +746,24 @@ def _own_settings(run: Run) -> dict[tuple[str, str], str]:
     return {**OWN_SETTINGS, ("DEFAULT", "state_path"): str(run.state)}
 
 
-def _services(stdout: str) -> tuple[list[str], list[str]]:
-    enabled, disabled = stdout.splitlines()
-    return enabled.split(","), [s for s in disabled.split(",") if s]
+def _services_with(tmp_path, setting: str) -> tuple[Run, list[str], list[str]]:
+    """devstack's enabled and disabled services after the settings, with
+    ``setting`` in local.conf."""
+    run = ok(
+        run_devstack(
+            tmp_path,
+            local_conf=f"{NOVA_SERVICES}\n{setting}",
+            epilogue='printf "%s\\n" "$ENABLED_SERVICES" "$DISABLED_SERVICES"',
+        )
+    )
+    enabled, disabled = run.stdout.splitlines()
+    return run, enabled.split(","), [s for s in disabled.split(",") if s]
 
 
 @pytest.mark.parametrize("value", ["True", "true", "yes", "1"])
 def test_replace_settings_disable_nova_scheduler(tmp_path, value):
-    run = ok(
-        run_devstack(
-            tmp_path,
-            local_conf=f"{NOVA_SERVICES}\nNOVA_SCHED_REPLACE_NOVA_SCHEDULER={value}",
-            epilogue='printf "%s\\n" "$ENABLED_SERVICES" "$DISABLED_SERVICES"',
-        )
-    )
-    enabled, disabled = _services(run.stdout)
+    _run, enabled, disabled = _services_with(
+        tmp_path, f"NOVA_SCHED_REPLACE_NOVA_SCHEDULER={value}")
     assert "n-sch" not in enabled and "n-sch" in disabled
     assert "nova-sched" in enabled
     # The rest of nova still runs; nova-sched is its scheduler.
@@ -770,14 +773,7 @@ def test_replace_settings_disable_nova_scheduler(tmp_path, value):
 @pytest.mark.parametrize("value", [None, "False", "no", "0", "bogus"])
 def test_without_replace_settings_leave_nova_scheduler_alone(tmp_path, value):
     setting = "" if value is None else f"NOVA_SCHED_REPLACE_NOVA_SCHEDULER={value}"
-    run = ok(
-        run_devstack(
-            tmp_path,
-            local_conf=f"{NOVA_SERVICES}\n{setting}",
-            epilogue='printf "%s\\n" "$ENABLED_SERVICES" "$DISABLED_SERVICES"',
-        )
-    )
-    enabled, disabled = _services(run.stdout)
+    run, enabled, disabled = _services_with(tmp_path, setting)
     assert "n-sch" in enabled and disabled == []
     assert run.calls("settings", "disable_service") == []
 
