@@ -232,13 +232,10 @@ class NovaCellsSource:
             self._node_cells[node_id] = cell
             self._changed_nodes.add(node_id)
         for row in instances:
-            where = None if row["deleted"] else (row["host"], row["node"])
-            if self._instances.get(row["uuid"]) == where:
-                continue
-            if row["deleted"]:
-                self._place(row["uuid"], None)
-            else:
-                self._place(row["uuid"], (row["host"], row["node"]))
+            gone = row["deleted"] or not row["host"]
+            where = None if gone else (row["host"], row["node"])
+            if self._instances.get(row["uuid"]) != where:
+                self._place(row["uuid"], where)
 
     def _place(self, uuid: str, where: tuple[str, str | None] | None) -> None:
         """Record where an instance is (None: nowhere) and mark both nodes."""

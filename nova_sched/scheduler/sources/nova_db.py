@@ -100,10 +100,14 @@ class Cell:
         return self._select("compute_nodes", _NODE_COLUMNS, where, params)
 
     def instances(self, since: dt.datetime | None) -> list[dict]:
-        """uuid, host, node, deleted of instances on a host."""
+        """uuid, host, node, deleted of instances: those on a host, or, read
+        by change, every changed one (an instance that left its host, as a
+        shelve offload does, has none)."""
         where, params = _changed_since(since)
+        if since is None:
+            where += " AND host IS NOT NULL"
         return self._select("instances", ("uuid", "host", "node", "deleted"),
-                            f"{where} AND host IS NOT NULL", params)
+                            where, params)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -321,3 +321,15 @@ def test_a_claim_placement_refused_is_not_counted_afterwards(cloud):
     cloud.poll()
     [(_uuid, chosen)] = cloud.select(vcpus=2)
     assert chosen.host == "c1"
+
+
+def test_an_instance_that_leaves_its_host_is_no_longer_counted_there(cloud):
+    cloud.add_compute("c1")
+    cloud.tables.add_instance(cloud.cell, "i1", "c1", "c1")
+    cloud.host_manager.full_resync()
+    assert cloud.host_manager.table.states[_rows(cloud)["c1"]].num_instances == 1
+    # A shelve offload: the row stays, without a host.
+    cloud.tables.update(cloud.cell, "instances", "uuid = 'i1'", {}, host=None, node=None)
+    cloud.poll()
+    assert cloud.host_manager.table.states[_rows(cloud)["c1"]].num_instances == 0
+    assert cloud.host_manager.hosts_of(["i1"]) == {}
