@@ -87,6 +87,10 @@ class SchedulerManagerV4:
             chosen = self.manager.select(context, spec, alternates=return_alternates)
         except exception.NoValidHost as err:
             raise exception.NovaNoValidHost(err.reason) from None
+        except exception.PlacementUnavailable as err:
+            # As nova-scheduler answers when Placement does not: no host,
+            # here with the reason, after waiting for it.
+            raise exception.NovaNoValidHost(err.message) from None
         if not return_objects:
             return [selections[0].to_dict() for selections in chosen]
         cell = self.cell_uuid()
