@@ -167,12 +167,17 @@ class Bench:
 
     # -- the schedulers ------------------------------------------------------
     def nova_sched_overrides(self) -> dict:
-        return {
+        overrides = {
             "DEFAULT": {"debug": False},
             "scheduler": {"cell_uuid": self.cloud.cell1_uuid},
             # The operator's default, not the functional tests' 1 s.
             "nova_cells": {"refresh_interval": 5},
         }
+        for setting in self.args.nova_sched_set:
+            key, _, value = setting.partition("=")
+            group, _, name = key.rpartition(".")
+            overrides.setdefault(group or "DEFAULT", {})[name] = value
+        return overrides
 
     def start(self, kind: str, size: int) -> None:
         log = self.cloud.workdir / f"{kind}.log"
@@ -195,12 +200,32 @@ class Bench:
 
     def sync_instances(self, kind: str, size: int) -> None:
         if self.args.no_instance_sync:
+            self._settled(kind)
             return
-        with self.phases.timed("sync_instance_info casts x2, delivered",
+        with self.phases.timed("sync_instance_info casts x2, handled",
                                scheduler=kind, nodes=size):
             self.driver([f"--calls=0", "--warmup=0", f"--sync-count={size}"],
                         f"sync-{kind}-{size}")
             self._drained(f"{kind}'s fanout queues")
+            # Delivered is not handled: a scheduler that took the casts into
+            # its own thread pool may still be working through them.
+            self._settled(kind)
+
+    def _settled(self, kind: str, window: float = 3.0, busy: float = 0.3,
+                 timeout: float = 600) -> None:
+        """Until the scheduler's processes use less than ``busy`` of a core
+        over ``window`` seconds (their background reads stay below it)."""
+        pid = self.cloud.procs[kind].pid
+        deadline = time.monotonic() + timeout
+        last = cpu_seconds(pid)
+        while time.monotonic() < deadline:
+            time.sleep(window)
+            self.cloud.assert_running()
+            now = cpu_seconds(pid)
+            if now - last < busy * window:
+                return
+            last = now
+        say(f"{kind} still busy after {timeout:.0f} s: measuring anyway")
 
     def _drained(self, what: str, timeout: float = 600) -> None:
         def _empty():
@@ -287,10 +312,11 @@ class Bench:
     def summarise(self, calls: list[dict], cpu: float, pss: float) -> dict:
         timed = [c for c in calls if not c["warmup"]]
         ok = [c["ms"] for c in timed if "error" not in c]
-        warm = [c["ms"] for c in calls if c["warmup"] and "error" not in c]
+        warm = [None if "error" in c else c["ms"] for c in calls if c["warmup"]]
         return {
-            "calls": len(timed), "errors": sum(1 for c in calls if "error" in c),
-            "first_errors": [c["error"] for c in calls if "error" in c][:3],
+            "calls": len(timed), "errors": sum(1 for c in timed if "error" in c),
+            "warmup_errors": [c["error"] for c in calls if c["warmup"] and "error" in c],
+            "first_errors": [c["error"] for c in timed if "error" in c][:3],
             "p50_ms": percentile(ok, 50), "p90_ms": percentile(ok, 90),
             "p99_ms": percentile(ok, 99),
             "mean_ms": round(sum(ok) / len(ok), 1) if ok else None,
@@ -411,6 +437,7 @@ class Bench:
             "command": " ".join(shlex.quote(a) for a in [
                 "python", "bench/nova_cloud_bench.py", *sys.argv[1:]]),
             "machine": {"cores": os.cpu_count(), "load_at_start": os.getloadavg()[0]},
+            "nova_sched_config": self.nova_sched_overrides() if self.cloud.cell1_uuid else None,
             **self.info, "calls": self.args.calls, "warmup": self.args.warmup,
             "results": {str(k): v for k, v in self.results.items()},
             "ratios": self.ratios(), "phases": self.phases.rows,
@@ -529,6 +556,11 @@ def table(report: dict) -> str:
             lines.append(f"| {int(size):,} | **nova-scheduler / nova-sched** | "
                          f"**{ratio['p50']:,}x** | **{ratio['p99']:,}x** | | | | | | | |")
     out = "\n".join(lines)
+    out += "\n\nwarm-up calls (ms; not in the figures):\n" + "\n".join(
+        f"  {int(size):,} nodes, {kind}: "
+        + ", ".join("failed" if ms is None else f"{ms:,.0f}" for ms in r["warmup_ms"])
+        + "".join(f"\n    failed: {e}" for e in r.get("warmup_errors", []))
+        for size, by in report["results"].items() for kind, r in by.items())
     out += "\n\nPlacement's requests during the calls (warm-up included):\n" + "\n".join(
         f"  {int(size):,} nodes, {kind}: "
         + ", ".join(f"{k} {v}" for k, v in r.get("placement_requests", {}).items())
@@ -581,6 +613,10 @@ def main() -> int:
                         help="no sync_instance_info casts before the calls")
     parser.add_argument("--py-spy", action="store_true",
                         help="profile nova-sched at the largest size (extra calls)")
+    parser.add_argument("--nova-sched-set", action="append", default=[],
+                        metavar="GROUP.OPTION=VALUE",
+                        help="an option of nova-sched's config file (repeatable), "
+                        "e.g. nova_cells.refresh_interval=60")
     parser.add_argument("--json", action="store_true",
                         help="one JSON object on stdout, the table on stderr")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
