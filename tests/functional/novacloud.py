@@ -26,6 +26,11 @@ The pieces: ``open()`` (vhost, databases, ports, configs), ``deploy()``
 (schemas and cell mappings), ``start_services()`` (stubs, Placement,
 conductor, nova-api), ``start_nova_scheduler()`` / ``start_nova_sched()``,
 ``start_compute(host, driver, **options)``, ``discover_hosts(hosts)``.
+For outages and more daemons: ``stop_placement()`` / ``start_placement()``
+(same port), ``api_db_proxy`` (nova-sched's way to nova's API database, a
+``TcpProxy`` with ``stop()`` / ``start()``), ``start_nova_sched(name=...)``
+for another daemon beside the cloud's own and ``stop_nova_sched(name)``,
+``healthz(name)``.
 No keystone: nova-api's ``authtoken`` filter is novacloud_stubs'
 ``auth_filter_factory`` (an admin of one project), Placement runs with
 ``noauth2`` and the token ``admin``.
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -122,6 +128,122 @@ class CloudError(RuntimeError):
     """A step of the cloud's start failed; the message has the log tails."""
 
 
+# -- a TCP forwarder that can be cut ----------------------------------------------
+class TcpProxy:
+    """127.0.0.1:``port`` forwarded to ``target``, in threads of this process.
+
+    ``stop()`` closes the listening socket and every connection it carries
+    (clients see their connections closed and new ones refused, as when a
+    database server goes away); ``start()`` listens again on the same port.
+    It lets one client (a nova-sched daemon) lose a database the rest of the
+    cloud keeps using.
+    """
+
+    def __init__(self, target_host: str, target_port: int, port: int | None = None):
+        self.target = (target_host, target_port)
+        self.port = port or free_port()
+        self._listener: socket.socket | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.accepted = 0
+
+    @property
+    def up(self) -> bool:
+        return self._listener is not None
+
+    def start(self) -> "TcpProxy":
+        if self._listener is not None:
+            return self
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                listener.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    listener.close()
+                    raise
+                time.sleep(0.2)
+        listener.listen(64)
+        listener.settimeout(0.2)
+        self._stopped = threading.Event()
+        self._listener = listener
+        self._thread = threading.Thread(target=self._accept, args=(listener, self._stopped),
+                                        name=f"tcp-proxy-{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            return
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        listener.close()
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            self._close(conn)
+
+    @staticmethod
+    def _close(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+    def _accept(self, listener: socket.socket, stopped: threading.Event) -> None:
+        while not stopped.is_set():
+            try:
+                client, _ = listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                self._close(client)
+                continue
+            client.settimeout(None)
+            upstream.settimeout(None)
+            with self._lock:
+                if stopped.is_set():
+                    self._close(client)
+                    self._close(upstream)
+                    return
+                self._conns.update((client, upstream))
+                self.accepted += 1
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True,
+                             name=f"tcp-proxy-{self.port}-pump").start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        """Both directions of one connection, until either side closes."""
+        peer = {a: b, b: a}
+        try:
+            while True:
+                readable, _, _ = select.select([a, b], [], [], 1.0)
+                for sock in readable:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    peer[sock].sendall(data)
+        except (OSError, ValueError):   # closed by stop(), or reset
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(a)
+                self._conns.discard(b)
+            self._close(a)
+            self._close(b)
+
+
 # -- MariaDB ----------------------------------------------------------------
 class Databases:
     """The cloud's four databases on the machine's MariaDB."""
@@ -140,8 +262,9 @@ class Databases:
         return pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user=MYSQL_USER,
                                password="", autocommit=True, connect_timeout=5)
 
-    def url(self, name: str) -> str:
-        return (f"mysql+pymysql://{MYSQL_USER}@{MYSQL_HOST}:{MYSQL_PORT}/"
+    def url(self, name: str, port: int | None = None) -> str:
+        """The database's URL; through another ``port`` (a TcpProxy) when given."""
+        return (f"mysql+pymysql://{MYSQL_USER}@{MYSQL_HOST}:{port or MYSQL_PORT}/"
                 f"{self.names[name]}?charset=utf8")
 
     def create(self) -> None:
@@ -524,10 +647,14 @@ class NovaCloud:
     """nova 34 + Placement 16 + a scheduler, on private resources."""
 
     def __init__(self, workdir: Path, name: str = "nova", venv: Path | None = None,
-                 debug: bool | None = None, nova_overrides: dict | None = None):
+                 debug: bool | None = None, nova_overrides: dict | None = None,
+                 api_db_proxy: bool = False):
         """``nova_overrides``: {group: {option: value}} merged into nova.conf
         (every nova process reads it); ``debug``: nova's and Placement's
-        debug logs (default: ``$NOVA_SCHED_CLOUD_DEBUG``)."""
+        debug logs (default: ``$NOVA_SCHED_CLOUD_DEBUG``); ``api_db_proxy``:
+        nova-sched reaches nova's API database through ``self.api_db_proxy``
+        (a TcpProxy of this process, to cut that database from nova-sched
+        alone), every other process directly."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.venv = Path(venv) if venv else default_venv()
@@ -554,6 +681,8 @@ class NovaCloud:
         self.timings: dict[str, float] = {}
         self._api: ComputeClient | None = None
         self._placement: PlacementClient | None = None
+        self._want_api_db_proxy = api_db_proxy
+        self.api_db_proxy: TcpProxy | None = None
         self._opened = False
 
     # -- endpoints -------------------------------------------------------------
@@ -619,6 +748,8 @@ class NovaCloud:
         self.dbs.create()
         for name in ("placement", "api", "services", "prometheus"):
             self.ports[name] = free_port()
+        if self._want_api_db_proxy:
+            self.api_db_proxy = TcpProxy(MYSQL_HOST, MYSQL_PORT).start()
         self.write_configs()
 
     def write_configs(self) -> None:
@@ -784,13 +915,30 @@ class NovaCloud:
         stubs = str(HERE / "novacloud_stubs.py")
         self.spawn("stubs", [python, stubs, "services", "--port",
                              str(self.ports["services"])])
-        self.spawn("placement", [python, stubs, "wsgi", "placement", "--port",
-                                 str(self.ports["placement"])])
+        self.start_placement(wait=False)
         self.spawn("nova-conductor", [str(self.bin / "nova-conductor"),
                                       "--config-file", str(self.nova_conf)])
         # nova-api imports the auth filter from novacloud_stubs.
         self.spawn("nova-api", [python, stubs, "wsgi", "nova", "--port",
                                 str(self.ports["api"])], env=self._env([HERE]))
+
+    def start_placement(self, wait: bool = True, timeout: float = 60) -> None:
+        """Placement's WSGI server on its port (again, after ``stop_placement``)."""
+        self.spawn("placement", [str(self.bin / "python"), str(HERE / "novacloud_stubs.py"),
+                                 "wsgi", "placement", "--port",
+                                 str(self.ports["placement"])])
+        if wait:
+            self.wait_for_port("placement", timeout)
+
+    def stop_placement(self) -> None:
+        """Placement's WSGI server killed (its port refuses connections)."""
+        proc = self.procs.get("placement")
+        if proc is not None:
+            self._signal(proc, signal.SIGKILL)
+            proc.wait(10)
+            del self.procs["placement"]
+        wait_until(lambda: not port_open(self.ports["placement"]), 10, 0.2,
+                   "Placement's port closed")
 
     def start_scheduler(self, kind: str, nova_sched_overrides: dict | None = None
                         ) -> subprocess.Popen:
@@ -806,31 +954,70 @@ class NovaCloud:
         return self.spawn("nova-scheduler", [str(self.bin / "nova-scheduler"),
                                              "--config-file", str(self.nova_conf)])
 
-    def nova_sched_sections(self) -> dict[str, dict[str, Any]]:
+    def nova_sched_sections(self, name: str = "nova-sched") -> dict[str, dict[str, Any]]:
+        """The config of the nova-sched daemon ``name``: ``nova-sched`` (the
+        cloud's scheduler, host ``nova-sched-1``) or another one (host
+        ``name``, its own SQLite file and /metrics port) sharing the
+        transport, nova's databases and Placement."""
+        main = name == "nova-sched"
+        api_db = self.dbs.url("api", self.api_db_proxy.port if self.api_db_proxy else None)
         return {
-            "DEFAULT": {"host": "nova-sched-1", "transport_url": self.transport_url,
+            "DEFAULT": {"host": "nova-sched-1" if main else name,
+                        "transport_url": self.transport_url,
                         "control_exchange": "nova", "debug": True,
                         "state_path": self.workdir / "state"},
-            "database": {"connection":
-                         f"sqlite:///{self.workdir / 'nova_sched.sqlite'}"},
+            "database": {"connection": "sqlite:///" + str(
+                self.workdir / ("nova_sched.sqlite" if main else f"{name}.sqlite"))},
             "scheduler": {"host_source": "nova_cells", "claims": "placement"},
-            "nova_cells": {"api_database_connection": self.dbs.url("api"),
+            "nova_cells": {"api_database_connection": api_db,
                            "refresh_interval": 1},
             "placement": {"auth_type": "admin_token", "endpoint": self.placement_url,
                           "token": "admin"},
-            "prometheus": {"enabled": True, "port": self.ports["prometheus"]},
+            "prometheus": {"enabled": True, "port": self.prometheus_port(name)},
         }
 
-    def start_nova_sched(self, overrides: dict | None = None) -> subprocess.Popen:
-        """This project's daemon (``python3 -m nova_sched.cmd.scheduler``)."""
-        self.scheduler = "nova-sched"
-        self.sched_conf.write_text(ini(merge(self.nova_sched_sections(), overrides)))
+    def prometheus_port(self, name: str = "nova-sched") -> int:
+        """The /metrics and /healthz port of the nova-sched daemon ``name``."""
+        key = "prometheus" if name == "nova-sched" else f"prometheus:{name}"
+        if key not in self.ports:
+            self.ports[key] = free_port()
+        return self.ports[key]
+
+    def sched_conf_of(self, name: str = "nova-sched") -> Path:
+        return self.sched_conf if name == "nova-sched" else self.workdir / f"{name}.conf"
+
+    def start_nova_sched(self, overrides: dict | None = None, name: str = "nova-sched"
+                         ) -> subprocess.Popen:
+        """This project's daemon (``python3 -m nova_sched.cmd.scheduler``);
+        its process and log are ``name``. ``nova-sched`` is the cloud's
+        scheduler; any other name starts one more daemon beside it (stop it
+        with ``stop(name)``)."""
+        if name == "nova-sched":
+            self.scheduler = "nova-sched"
+        conf = self.sched_conf_of(name)
+        conf.write_text(ini(merge(self.nova_sched_sections(name), overrides)))
         env = cloudlib.subprocess_env()
-        self.run("nova-sched-manage", [sys.executable, "-m", "nova_sched.cmd.manage",
-                                       "--config-file", str(self.sched_conf),
-                                       "db", "sync"], env=env)
-        return self.spawn("nova-sched", [sys.executable, "-m", "nova_sched.cmd.scheduler",
-                                         "--config-file", str(self.sched_conf)], env=env)
+        self.run(f"{name}-manage", [sys.executable, "-m", "nova_sched.cmd.manage",
+                                    "--config-file", str(conf), "db", "sync"], env=env)
+        return self.spawn(name, [sys.executable, "-m", "nova_sched.cmd.scheduler",
+                                 "--config-file", str(conf)], env=env)
+
+    def stop_nova_sched(self, name: str, timeout: float = 30) -> int | None:
+        """Stop (SIGTERM) a nova-sched daemon started beside the cloud's own
+        and forget it; its exit code (None: it had to be killed)."""
+        code = self.stop(name, timeout)
+        self.procs.pop(name, None)
+        return code
+
+    def healthz(self, name: str = "nova-sched") -> tuple[int, str]:
+        """``GET /healthz`` of the nova-sched daemon ``name``: (status, body);
+        status 0 when nothing answers."""
+        try:
+            resp = requests.get(f"http://127.0.0.1:{self.prometheus_port(name)}/healthz",
+                                timeout=10)
+        except requests.RequestException as err:
+            return 0, f"{type(err).__name__}: {err}"
+        return resp.status_code, resp.text.strip()
 
     def start_compute(self, host: str, driver: str = "fake.FakeDriver",
                       **options: Any) -> subprocess.Popen:
@@ -955,6 +1142,8 @@ class NovaCloud:
         for client in (self._api, self._placement):
             if client is not None:
                 client.session.close()
+        if self.api_db_proxy is not None:
+            self.api_db_proxy.stop()
         try:
             self.dbs.drop()
         finally:

@@ -17,7 +17,11 @@ reserving the rest, so that only ``big`` takes the largest flavors).
 
 The scheduler: ``$NOVA_SCHED_CLOUD_SCHEDULER``, ``nova-sched`` (this
 project's daemon, the default) or ``nova-scheduler`` (nova's own, the
-reference the scenarios were first validated against). Needs the machine's
+reference the scenarios were first validated against; the scenarios of
+nova-sched's own promises, its ``/healthz`` and several daemons, are
+skipped with it). nova-sched reaches nova's API database through a TCP
+proxy of the test process, so that a scenario can cut that database from
+nova-sched alone. Needs the machine's
 RabbitMQ and MariaDB (root without a password on 127.0.0.1:3306) and the
 nova venv made by tools/nova_venv.sh (run_tests.sh makes it). Set
 ``NOVA_SCHED_TEST_DIR`` to keep the processes' logs.
@@ -27,7 +31,9 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -65,7 +71,8 @@ def nova_cloud(rabbitmq, workdir, nova_venv):
     if not novacloud.mysql_reachable():
         pytest.fail("MariaDB is not answering on 127.0.0.1:3306: run "
                     "tools/ensure_databases.sh (run_tests.sh does)", pytrace=False)
-    cloud = novacloud.NovaCloud(workdir("nova_cloud"), venv=nova_venv)
+    cloud = novacloud.NovaCloud(workdir("nova_cloud"), venv=nova_venv,
+                                api_db_proxy=SCHEDULER == "nova-sched")
     try:
         cloud.start(COMPUTES, scheduler=SCHEDULER)
         print(f"cloud of {SCHEDULER} started in {cloud.timings['start']:.0f}s "
@@ -425,3 +432,161 @@ def test_an_availability_zone_made_with_novas_aggregate_api_is_honoured(scenario
         assert server["status"] == "ACTIVE", scenario.why(server)
         assert host_of(server) == least
         assert server["OS-EXT-AZ:availability_zone"] == zone
+
+
+# -- nova-sched's own promises (CONTRACT section 6 and /healthz) ----------------
+nova_sched_only = pytest.mark.skipif(
+    SCHEDULER != "nova-sched", reason="checks nova-sched's /healthz and daemons")
+HEALTHY = (200, "ok")
+
+
+def wait_health(cloud: novacloud.NovaCloud, healthy: bool, reason: str = "",
+                timeout: float = 15, name: str = "nova-sched") -> str:
+    """Until the daemon's /healthz is 200 ``ok`` (``healthy``), or 503 with
+    a reason containing ``reason``; returns the body."""
+    seen: list[tuple[int, str]] = []
+
+    def _answer():
+        status, body = cloud.healthz(name)
+        if not seen or seen[-1] != (status, body):
+            seen.append((status, body))
+        if healthy:
+            return (status, body) == HEALTHY and body
+        return status == 503 and reason in body and body
+    try:
+        return novacloud.wait_until(_answer, timeout, 0.25, f"{name} /healthz")
+    except TimeoutError as err:
+        want = "200 ok" if healthy else f"503 with {reason!r}"
+        raise AssertionError(f"{err}: wanted {want}, answers seen {seen}") from None
+
+
+def create_request_id(api: novacloud.ComputeClient, server_id: str) -> str:
+    (create,) = [a for a in api.instance_actions(server_id) if a["action"] == "create"]
+    return create["request_id"]
+
+
+def assert_within_capacity(scenario: "Scenario") -> None:
+    """No provider holds more than its inventories allow."""
+    for name, rp in scenario.placement.providers().items():
+        capacity = scenario.placement.capacity(rp)
+        for rc, used in scenario.placement.usages(rp).items():
+            assert used <= capacity.get(rc, 0), \
+                f"{name} over capacity: {rc} {used} > {capacity.get(rc)}\n{scenario.why()}"
+
+
+# -- 10 -----------------------------------------------------------------------
+@nova_sched_only
+def test_a_boot_while_placement_is_down_is_claimed_once_placement_is_back(scenario, tiny):
+    """nova-sched's claim waits for Placement (up to 45 s, below conductor's
+    60 s call monitor) and /healthz says why meanwhile."""
+    cloud = scenario.cloud
+    wait_health(cloud, True)
+    cloud.stop_placement()
+    down_at = time.monotonic()
+    try:
+        server = scenario.api.boot(tiny["id"])
+        reason = wait_health(cloud, False, "placement unreachable", 10)
+        # Keep Placement away a while: the request waits, nothing is built.
+        time.sleep(max(0.0, 8 - (time.monotonic() - down_at)))
+        waiting = scenario.api.server(server["id"])
+        assert waiting["status"] == "BUILD" and host_of(waiting) is None, \
+            scenario.why(waiting) if waiting["status"] == "ERROR" else waiting
+    finally:
+        if "placement" not in cloud.procs:
+            cloud.start_placement()
+    back_after = time.monotonic() - down_at
+    print(f"Placement down {back_after:.1f}s; /healthz meanwhile: {reason}")
+    assert back_after < 30, f"Placement took {back_after:.0f}s to come back"
+
+    server = scenario.api.wait_final(server["id"])
+
+    assert server["status"] == "ACTIVE", scenario.why(server)
+    scenario.assert_allocated_as_flavor(server, tiny["id"])
+    # Claimed once: the host holds the flavor and nothing else holds anything.
+    flavor = {"VCPU": tiny["vcpus"], "MEMORY_MB": tiny["ram"], "DISK_GB": tiny["disk"]}
+    assert {h: u for h, u in cloud.usage_by_host().items() if u} == \
+        {host_of(server): flavor}, scenario.why(server)
+    builds = [e for a in scenario.api.instance_actions(server["id"])
+              for e in a.get("events", [])
+              if e["event"] == "compute__do_build_and_run_instance"]
+    assert len(builds) == 1, f"build attempts {builds}\n{scenario.why(server)}"
+    wait_health(cloud, True, timeout=20)
+
+
+# -- 11 -----------------------------------------------------------------------
+@nova_sched_only
+def test_a_boot_is_served_while_novas_api_database_is_unreachable(scenario, tiny):
+    """Decisions go on from the host table as last read; Placement judges
+    the claim; /healthz says the database is unreachable meanwhile."""
+    cloud = scenario.cloud
+    proxy = cloud.api_db_proxy
+    assert proxy is not None and proxy.up
+    wait_health(cloud, True)
+    proxy.stop()
+    try:
+        reason = wait_health(cloud, False, "nova database unreachable", 15)
+        print(f"/healthz with nova's API database cut: {reason}")
+
+        server = scenario.boot(tiny["id"])
+
+        assert server["status"] == "ACTIVE", scenario.why(server)
+        scenario.assert_allocated_as_flavor(server, tiny["id"])
+        assert cloud.healthz()[0] == 503, "healthy again with the database still cut"
+    finally:
+        proxy.start()
+    wait_health(cloud, True, timeout=20)
+
+
+# -- 12 -----------------------------------------------------------------------
+SECOND = "nova-sched-2"
+
+
+@nova_sched_only
+def test_two_nova_sched_daemons_fill_two_computes_exactly(scenario, tiny):
+    """Two daemons consume the scheduler topic; concurrent boots fill the
+    zone exactly, each claimed once, none over capacity, the next refused."""
+    cloud = scenario.cloud
+    zone = scenario.zone("az-pair", ["small", "medium"])
+    fits = {host: scenario.capacity(host)["VCPU"] for host in ("small", "medium")}
+    n = sum(fits.values())
+    cloud.start_nova_sched(name=SECOND)
+    try:
+        wait_health(cloud, True, timeout=60, name=SECOND)
+        wait_health(cloud, True)
+
+        def _post(_):
+            return novacloud.ComputeClient(cloud.api_url).boot(
+                tiny["id"], availability_zone=zone)["id"]
+        with ThreadPoolExecutor(n) as pool:
+            ids = list(pool.map(_post, range(n)))
+        servers = [scenario.api.wait_final(sid) for sid in ids]
+
+        assert [s["status"] for s in servers] == ["ACTIVE"] * n, \
+            scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
+        for server in servers:
+            scenario.assert_allocated_as_flavor(server, tiny["id"])
+        placed = {host: sum(1 for s in servers if host_of(s) == host) for host in fits}
+        assert placed == fits, scenario.why()
+        assert {h: scenario.usage(h)["VCPU"] for h in fits} == fits, scenario.why()
+        assert_within_capacity(scenario)
+
+        # Which daemon served which request (conductor passes the boot's
+        # request id on to the scheduler, whose log lines carry it).
+        logs = {name: cloud.log_text(name) for name in ("nova-sched", SECOND)}
+        served = {name: [] for name in logs}
+        for sid in ids:
+            rid = create_request_id(scenario.api, sid)
+            by = [name for name, text in logs.items() if rid in text]
+            assert len(by) == 1, f"request {rid} of {sid} in the logs of {by}"
+            served[by[0]].append(sid)
+        print("requests served: " + ", ".join(f"{k} {len(v)}" for k, v in served.items()))
+        assert all(served.values()), f"one daemon served every request: {served}"
+
+        one_more = scenario.boot(tiny["id"], availability_zone=zone)
+
+        scenario.assert_no_valid_host(one_more)
+        assert {h: scenario.usage(h)["VCPU"] for h in fits} == fits
+        assert_within_capacity(scenario)
+    finally:
+        code = cloud.stop_nova_sched(SECOND)
+    assert code == 0, f"{SECOND} exited {code} on SIGTERM\n{cloud.log_tails([SECOND])}"
