@@ -37,6 +37,13 @@ CANDIDATES_VERSION = "1.36"
 # below nova-conductor's 60 s call monitor, so the caller hears why.
 OUTAGE_WAIT = 45.0
 _RETRY_PAUSE = 1.0
+# Seconds one call may take when [placement] timeout is not set: a
+# Placement that accepts connections and never answers (hung, paused) is
+# then an outage like a refused connection, not a wait without end.
+REQUEST_TIMEOUT = 10.0
+# The summaries of every provider take Placement seconds at 10,000
+# providers: their read may take this long.
+SUMMARIES_TIMEOUT = 120.0
 
 
 class Response:
@@ -86,14 +93,17 @@ class PlacementClient:
         return self._last_error
 
     def request(self, method: str, url: str, version: str, body: Any = None,
-                wait: float | None = None) -> Response:
+                wait: float | None = None, timeout: float | None = None) -> Response:
         """One call, retried while Placement does not answer (up to ``wait``
-        seconds, default ``outage_wait``); PlacementUnavailable after."""
+        seconds, default ``outage_wait``); PlacementUnavailable after. Each
+        try may take ``timeout`` seconds (default ``[placement] timeout``,
+        else REQUEST_TIMEOUT)."""
         deadline = time.monotonic() + (self.outage_wait if wait is None else wait)
+        timeout = timeout or CONF.placement.timeout or REQUEST_TIMEOUT
         while True:
             try:
                 raw = self.adapter.request(
-                    url, method, json=body, raise_exc=False,
+                    url, method, json=body, raise_exc=False, timeout=timeout,
                     headers={"OpenStack-API-Version": f"placement {version}"})
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout,
                     ks_exc.RequestTimeout, ks_exc.UnknownConnectionError,
@@ -153,7 +163,8 @@ class PlacementClient:
         ``GET /allocation_candidates``. ``wait``: how long to wait for an
         unreachable Placement (a background reader does not wait)."""
         resp = self.request("GET", f"/allocation_candidates?resources={resources}",
-                            CANDIDATES_VERSION, wait=wait)
+                            CANDIDATES_VERSION, wait=wait,
+                            timeout=max(SUMMARIES_TIMEOUT, CONF.placement.timeout or 0))
         if resp.status != 200 or not isinstance(resp.body, dict):
             raise exception.PlacementUnavailable(
                 f"GET /allocation_candidates: HTTP {resp.status} {resp.error_detail()}")

@@ -91,3 +91,16 @@ def test_unreachable_placement_is_waited_for_then_reported():
     with pytest.raises(exception.PlacementUnavailable, match="ConnectFailure"):
         client.allocations_of("i1")
     assert "ConnectFailure" in client.reachable()
+
+
+def test_a_placement_that_never_answers_is_unreachable():
+    """Accepts the connection, never replies (a hung or paused Placement)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        _nova_section(listener.getsockname()[1])
+        CONF.set_override("timeout", 1, "placement")
+        client = PlacementClient(outage_wait=1.5)
+        with pytest.raises(exception.PlacementUnavailable):
+            client.allocations_of("i1")
+        assert client.reachable() is not None

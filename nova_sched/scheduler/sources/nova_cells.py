@@ -70,6 +70,9 @@ _SINGLE_READS_PER_POLL = 200
 # duration times this has passed, so the scheduler never keeps Placement
 # busy more than a third of the time, whatever refresh_interval says.
 _PLACEMENT_DUTY = 3.0
+# A read of the summaries still unanswered after this long makes /healthz
+# say Placement does not answer (the read itself may take minutes to fail).
+_SLOW_READ = 30.0
 _CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
 
 
@@ -133,6 +136,7 @@ class NovaCellsSource:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._placement_due = 0.0  # time.monotonic() of the next summaries read
+        self._reading_since: float | None = None  # a summaries read under way
 
     # -- the poller ---------------------------------------------------------
     def start(self) -> None:
@@ -159,11 +163,13 @@ class NovaCellsSource:
         except Exception as err:
             problems.append(f"nova database unreachable: {_short(err)}")
         if time.monotonic() >= self._placement_due:
-            started = time.monotonic()
+            started = self._reading_since = time.monotonic()
             try:
                 self._read_placement()
             except exception.PlacementUnavailable as err:
                 problems.append(f"placement unreachable: {err.reason}")
+            finally:
+                self._reading_since = None
             self._placement_due = started + _PLACEMENT_DUTY * (time.monotonic() - started)
         elif self._problem and "placement" in self._problem:
             problems.append(self._problem[self._problem.index("placement"):])
@@ -459,6 +465,10 @@ class NovaCellsSource:
                     pending.confirmed = time.monotonic()
 
     def problem(self) -> str | None:
+        since = self._reading_since
+        if since is not None and time.monotonic() - since > _SLOW_READ:
+            return (f"placement unreachable: no answer to the usages read for "
+                    f"{time.monotonic() - since:.0f} s")
         return self._problem
 
     # -- what nova's fanout casts say between reads (RPC API 4.1, 4.2) ------
