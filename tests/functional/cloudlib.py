@@ -104,7 +104,8 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
 
 
 # -- broker isolation ------------------------------------------------------
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this pid exists (ours or not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -136,7 +137,7 @@ class Broker:
         listed = self._ctl("list_vhosts")
         for name in listed.stdout.split():
             match = re.fullmatch(r"nova_sched_test_.+_p(\d+)", name)
-            if match and not _pid_alive(int(match.group(1))):
+            if match and not pid_alive(int(match.group(1))):
                 self._ctl("delete_vhost", name)
 
     def open(self) -> "Broker":

@@ -114,16 +114,6 @@ def mysql_reachable() -> bool:
     return port_open(MYSQL_PORT, MYSQL_HOST)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class CloudError(RuntimeError):
     """A step of the cloud's start failed; the message has the log tails."""
 
@@ -284,7 +274,7 @@ class Databases:
         cur.execute("SHOW DATABASES LIKE 'novacloud\\_p%'")
         for (name,) in cur.fetchall():
             match = re.match(r"novacloud_p(\d+)_", name)
-            if match and not _pid_alive(int(match.group(1))):
+            if match and not cloudlib.pid_alive(int(match.group(1))):
                 cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
 
     def query(self, name: str, sql: str, *params) -> list[dict]:
