@@ -115,6 +115,125 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# -- a server that can be taken away --------------------------------------
+def _close(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+class TcpProxy:
+    """Relays TCP connections on a port of its own to a server (a database).
+
+    ``stop`` plays the server stopping (nothing listens on the port, every
+    relayed connection is closed on both sides); ``start`` listens again on
+    the same port.
+    """
+
+    def __init__(self, target: tuple[str, int]):
+        self.target = target
+        self.port = 0
+        self.accepted = 0
+        self.cut = 0                 # connections closed by stop()
+        self._lock = threading.Lock()
+        self._conns: set[socket.socket] = set()
+        self._listener: socket.socket | None = None
+        self._halt: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._listener is not None
+
+    up = running
+
+    def start(self) -> "TcpProxy":
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(128)
+        listener.settimeout(0.1)
+        self.port = listener.getsockname()[1]
+        self._listener = listener
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._accept, name="db-proxy",
+                                        args=(listener, self._halt), daemon=True)
+        self._thread.start()
+        return self
+
+    def _accept(self, listener: socket.socket, halt: threading.Event) -> None:
+        while not halt.is_set():
+            try:
+                client, _ = listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                _close(client)
+                continue
+            for sock in (client, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if halt.is_set():
+                    _close(client)
+                    _close(upstream)
+                    return
+                self._conns.update((client, upstream))
+                self.accepted += 1
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst),
+                                 name="db-proxy-pump", daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._conns.discard(src)
+                self._conns.discard(dst)
+            _close(src)
+            _close(dst)
+
+    def stop(self) -> int:
+        """The database goes away; returns how many connections were cut."""
+        if self._listener is None:
+            return 0
+        assert self._halt is not None and self._thread is not None
+        self._halt.set()
+        self._thread.join(5)
+        self._listener.close()
+        self._listener = None
+        with self._lock:
+            conns = list(self._conns)
+            self._conns.clear()
+        for sock in conns:
+            _close(sock)
+        self.cut += len(conns) // 2
+        return len(conns) // 2
+
+    def url(self, direct_url: str) -> str:
+        """``direct_url`` (a URL naming the target) through this proxy."""
+        host, port = self.target
+        assert f"@{host}:{port}/" in direct_url, direct_url
+        return direct_url.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.port}/")
+
+
 class Broker:
     """A private vhost on the local RabbitMQ (deleted by ``close``)."""
 

@@ -28,7 +28,7 @@ conductor, nova-api), ``start_nova_scheduler()`` / ``start_nova_sched()``,
 ``start_compute(host, driver, **options)``, ``discover_hosts(hosts)``.
 For outages and more daemons: ``stop_placement()`` / ``start_placement()``
 (same port), ``api_db_proxy`` (nova-sched's way to nova's API database, a
-``TcpProxy`` with ``stop()`` / ``start()``), ``start_nova_sched(name=...)``
+``cloudlib.TcpProxy`` with ``stop()`` / ``start()``), ``start_nova_sched(name=...)``
 for another daemon beside the cloud's own and ``stop_nova_sched(name)``,
 ``healthz(name)``.
 No keystone: nova-api's ``authtoken`` filter is novacloud_stubs'
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-import select
 import shutil
 import signal
 import socket
@@ -119,122 +118,6 @@ class CloudError(RuntimeError):
 
 
 # -- a TCP forwarder that can be cut ----------------------------------------------
-class TcpProxy:
-    """127.0.0.1:``port`` forwarded to ``target``, in threads of this process.
-
-    ``stop()`` closes the listening socket and every connection it carries
-    (clients see their connections closed and new ones refused, as when a
-    database server goes away); ``start()`` listens again on the same port.
-    It lets one client (a nova-sched daemon) lose a database the rest of the
-    cloud keeps using.
-    """
-
-    def __init__(self, target_host: str, target_port: int, port: int | None = None):
-        self.target = (target_host, target_port)
-        self.port = port or free_port()
-        self._listener: socket.socket | None = None
-        self._conns: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.accepted = 0
-
-    @property
-    def up(self) -> bool:
-        return self._listener is not None
-
-    def start(self) -> "TcpProxy":
-        if self._listener is not None:
-            return self
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                listener.bind(("127.0.0.1", self.port))
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    listener.close()
-                    raise
-                time.sleep(0.2)
-        listener.listen(64)
-        listener.settimeout(0.2)
-        self._stopped = threading.Event()
-        self._listener = listener
-        self._thread = threading.Thread(target=self._accept, args=(listener, self._stopped),
-                                        name=f"tcp-proxy-{self.port}", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is None:
-            return
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join(5)
-        listener.close()
-        with self._lock:
-            conns, self._conns = list(self._conns), set()
-        for conn in conns:
-            self._close(conn)
-
-    @staticmethod
-    def _close(sock: socket.socket) -> None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        sock.close()
-
-    def _accept(self, listener: socket.socket, stopped: threading.Event) -> None:
-        while not stopped.is_set():
-            try:
-                client, _ = listener.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                self._close(client)
-                continue
-            client.settimeout(None)
-            upstream.settimeout(None)
-            with self._lock:
-                if stopped.is_set():
-                    self._close(client)
-                    self._close(upstream)
-                    return
-                self._conns.update((client, upstream))
-                self.accepted += 1
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True,
-                             name=f"tcp-proxy-{self.port}-pump").start()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        """Both directions of one connection, until either side closes."""
-        peer = {a: b, b: a}
-        try:
-            while True:
-                readable, _, _ = select.select([a, b], [], [], 1.0)
-                for sock in readable:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    peer[sock].sendall(data)
-        except (OSError, ValueError):   # closed by stop(), or reset
-            pass
-        finally:
-            with self._lock:
-                self._conns.discard(a)
-                self._conns.discard(b)
-            self._close(a)
-            self._close(b)
-
-
-# -- MariaDB ----------------------------------------------------------------
 class Databases:
     """The cloud's four databases on the machine's MariaDB."""
 
@@ -643,7 +526,7 @@ class NovaCloud:
         (every nova process reads it); ``debug``: nova's and Placement's
         debug logs (default: ``$NOVA_SCHED_CLOUD_DEBUG``); ``api_db_proxy``:
         nova-sched reaches nova's API database through ``self.api_db_proxy``
-        (a TcpProxy of this process, to cut that database from nova-sched
+        (a cloudlib.TcpProxy of this process, to cut that database from nova-sched
         alone), every other process directly."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -672,7 +555,7 @@ class NovaCloud:
         self._api: ComputeClient | None = None
         self._placement: PlacementClient | None = None
         self._want_api_db_proxy = api_db_proxy
-        self.api_db_proxy: TcpProxy | None = None
+        self.api_db_proxy: cloudlib.TcpProxy | None = None
         self._opened = False
 
     # -- endpoints -------------------------------------------------------------
@@ -739,7 +622,7 @@ class NovaCloud:
         for name in ("placement", "api", "services", "prometheus"):
             self.ports[name] = free_port()
         if self._want_api_db_proxy:
-            self.api_db_proxy = TcpProxy(MYSQL_HOST, MYSQL_PORT).start()
+            self.api_db_proxy = cloudlib.TcpProxy((MYSQL_HOST, MYSQL_PORT)).start()
         self.write_configs()
 
     def write_configs(self) -> None:
