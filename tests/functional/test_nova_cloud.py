@@ -245,6 +245,18 @@ def test_an_impossible_flavor_fails_with_the_reason_and_no_allocation(scenario):
     assert not any(scenario.cloud.usage_by_host().values())
 
 
+def assert_filled_exactly(scenario, servers, fits: dict[str, int], flavor_id) -> None:
+    """Every server ACTIVE with its flavor's allocation, and as many on each
+    host as it has vCPUs, Placement's usage saying the same."""
+    assert [s["status"] for s in servers] == ["ACTIVE"] * len(servers), \
+        scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
+    for server in servers:
+        scenario.assert_allocated_as_flavor(server, flavor_id)
+    placed = {host: sum(1 for s in servers if host_of(s) == host) for host in fits}
+    assert placed == fits, scenario.why()
+    assert {h: scenario.usage(h)["VCPU"] for h in fits} == fits, scenario.why()
+
+
 # -- 3 ------------------------------------------------------------------------
 def test_one_vcpu_servers_fill_two_computes_exactly(scenario, tiny):
     zone = scenario.zone("az-fill", ["small", "medium"])
@@ -253,14 +265,7 @@ def test_one_vcpu_servers_fill_two_computes_exactly(scenario, tiny):
 
     servers = scenario.boot_many(tiny["id"], n, availability_zone=zone)
 
-    assert [s["status"] for s in servers] == ["ACTIVE"] * n, \
-        scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
-    for server in servers:
-        scenario.assert_allocated_as_flavor(server, tiny["id"])
-    placed = {host: sum(1 for s in servers if host_of(s) == host) for host in fits}
-    assert placed == fits, scenario.why()
-    for host, vcpus in fits.items():
-        assert scenario.usage(host)["VCPU"] == vcpus
+    assert_filled_exactly(scenario, servers, fits, tiny["id"])
 
     one_more = scenario.boot(tiny["id"], availability_zone=zone)
 
@@ -561,13 +566,7 @@ def test_two_nova_sched_daemons_fill_two_computes_exactly(scenario, tiny):
             ids = list(pool.map(_post, range(n)))
         servers = [scenario.api.wait_final(sid) for sid in ids]
 
-        assert [s["status"] for s in servers] == ["ACTIVE"] * n, \
-            scenario.why(next(s for s in servers if s["status"] != "ACTIVE"))
-        for server in servers:
-            scenario.assert_allocated_as_flavor(server, tiny["id"])
-        placed = {host: sum(1 for s in servers if host_of(s) == host) for host in fits}
-        assert placed == fits, scenario.why()
-        assert {h: scenario.usage(h)["VCPU"] for h in fits} == fits, scenario.why()
+        assert_filled_exactly(scenario, servers, fits, tiny["id"])
         assert_within_capacity(scenario)
 
         # Which daemon served which request (conductor passes the boot's

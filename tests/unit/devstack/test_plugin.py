@@ -385,16 +385,7 @@ def test_install_extras_exist_in_the_package():
 def test_post_config_writes_the_configuration_and_syncs_the_database(tmp_path):
     run = ok(run_devstack(tmp_path, ("stack", "post-config")))
     conf = str(run.conf)
-    assert run.inisets("stack post-config") == {
-        ("DEFAULT", "debug"): "True",
-        ("DEFAULT", "state_path"): str(run.state),
-        ("DEFAULT", "transport_url"): RABBIT_URL,
-        ("database", "connection"): DB_URLS["mysql"],
-        ("scheduler", "driver"): "filter_scheduler",
-        ("scheduler", "workers"): "1",
-        ("scheduler", "max_attempts"): "3",
-        ("filter_scheduler", "enabled_filters"): DEFAULT_FILTERS,
-    }
+    assert run.inisets("stack post-config") == _own_settings(run)
     phase = "stack post-config"
     assert run.calls(phase, "iniset_rpc_backend") == [
         ("iniset_rpc_backend", "nova-sched", conf)
