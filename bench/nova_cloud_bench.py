@@ -43,8 +43,8 @@ further ``--calls`` calls run under ``py-spy record`` (figures kept apart,
 not in the table) and one ``py-spy dump``; the top functions are printed
 and the raw profile kept in the work directory.
 
-Exit status: 0; 1 when a claim was lost, doubled or wrong, a call failed
-or a scheduler died; 2 when the benchmark could not run (no nova venv,
+Exit status: 0; 1 when a claim was lost, doubled, wrong or stray, a timed
+call failed or a scheduler died; 2 when the benchmark could not run (no nova venv,
 MariaDB or RabbitMQ). The work directory (configs, every process's log,
 the driver's per-call lines, profiles) is printed and kept with ``--keep``
 or when something failed.
@@ -65,7 +65,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -204,7 +203,7 @@ class Bench:
             return
         with self.phases.timed("sync_instance_info casts x2, handled",
                                scheduler=kind, nodes=size):
-            self.driver([f"--calls=0", "--warmup=0", f"--sync-count={size}"],
+            self.driver(["--calls=0", "--warmup=0", f"--sync-count={size}"],
                         f"sync-{kind}-{size}")
             self._drained(f"{kind}'s fanout queues")
             # Delivered is not handled: a scheduler that took the casts into

@@ -271,7 +271,6 @@ def register(args) -> dict:
 
 def heartbeat(args) -> dict:
     """What nova's DB servicegroup driver does for each service."""
-    import sqlalchemy as sa
     from nova.db.main import models as main_models
 
     services_t = main_models.Service.__table__
