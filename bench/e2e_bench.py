@@ -181,40 +181,6 @@ def percentile(values: list[float], pct: float) -> float | None:
 
 
 # -- the broker ----------------------------------------------------------------
-class BrokerProbe:
-    """Queue depths and consumer counts, read with kombu (passive declares)."""
-
-    def __init__(self, vhost: str | None):
-        import kombu
-
-        path = vhost or ""
-        self.conn = kombu.Connection(
-            f"amqp://{cloudlib.BROKER_USER}:{cloudlib.BROKER_PASSWORD}@"
-            f"{cloudlib.RABBIT_HOST}:{cloudlib.RABBIT_PORT}/{path}",
-            connect_timeout=5)
-        try:
-            self.conn.connect()
-        except Exception as err:
-            raise BenchError(f"cannot log in to RabbitMQ as {cloudlib.BROKER_USER} "
-                             f"(vhost {vhost or '/'}): {err}") from None
-
-    def queue(self, name: str) -> tuple[int, int] | None:
-        """(messages ready, consumers) of queue ``name``; None if it is absent."""
-        channel = self.conn.channel()
-        try:
-            _, messages, consumers = channel.queue_declare(queue=name, passive=True)
-            return messages, consumers
-        except Exception:  # NotFound closes the channel
-            return None
-        finally:
-            with contextlib.suppress(Exception):
-                channel.close()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.release()
-
-
 # -- the database --------------------------------------------------------------
 class Database:
     """The run's fresh database, and what the benchmark reads from it."""
@@ -453,7 +419,7 @@ class Run:
         # to count those that arrive (or go to ERROR) later on.
         self.overdue: dict[str, dict] = {}
         self.daemon: Daemon | None = None
-        self.probe: BrokerProbe | None = None
+        self.probe: cloudlib.BrokerProbe | None = None
         self.db: Database | None = None
         self.broker: cloudlib.Broker | None = None
 
@@ -467,7 +433,11 @@ class Run:
             suffix = "_" + uuid.uuid4().hex[:8]
         self.topics = {"scheduler": "scheduler" + suffix, "compute": "compute" + suffix,
                        "noop": NOOP_TOPIC + suffix}
-        self.probe = BrokerProbe(self.broker.vhost)
+        try:
+            self.probe = cloudlib.BrokerProbe(self.broker.vhost)
+        except Exception as err:
+            raise BenchError(f"cannot log in to RabbitMQ as {cloudlib.BROKER_USER} "
+                             f"(vhost {self.broker.vhost or '/'}): {err}") from None
         self.db = Database(self.workdir, self.args.database_url)
         self.config_file = self.workdir / "nova-sched.conf"
         self.config_file.write_text(self._config())

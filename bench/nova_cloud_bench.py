@@ -184,9 +184,9 @@ class Bench:
         with self.phases.timed("scheduler start until its queue has a consumer",
                                scheduler=kind, nodes=size):
             self.cloud.start_scheduler(kind, self.nova_sched_overrides())
-            probe = _Probe(self.cloud.broker.vhost)
+            probe = cloudlib.BrokerProbe(self.cloud.broker.vhost)
             try:
-                self.cloud._wait(lambda: (probe.consumers("scheduler") or 0) >= 1,
+                self.cloud._wait(lambda: ((probe.queue("scheduler") or (0, 0))[1]) >= 1,
                                  READY_TIMEOUT, f"{kind} consuming from 'scheduler'")
             finally:
                 probe.close()
@@ -454,32 +454,6 @@ class Bench:
 
     def close(self) -> None:
         self.cloud.close()
-
-
-class _Probe:
-    """The consumers of a queue (kombu, passive declare)."""
-
-    def __init__(self, vhost: str):
-        import kombu
-
-        self.conn = kombu.Connection(
-            f"amqp://{cloudlib.BROKER_USER}:{cloudlib.BROKER_PASSWORD}@"
-            f"{cloudlib.RABBIT_HOST}:{cloudlib.RABBIT_PORT}/{vhost}", connect_timeout=5)
-        self.conn.connect()
-
-    def consumers(self, queue: str) -> int | None:
-        channel = self.conn.channel()
-        try:
-            return channel.queue_declare(queue=queue, passive=True)[2]
-        except Exception:  # NotFound closes the channel
-            return None
-        finally:
-            with contextlib.suppress(Exception):
-                channel.close()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.release()
 
 
 def _version(python: str, dist: str) -> str | None:

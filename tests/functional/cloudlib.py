@@ -16,6 +16,7 @@ per-cloud topic names.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -232,6 +233,36 @@ class TcpProxy:
         host, port = self.target
         assert f"@{host}:{port}/" in direct_url, direct_url
         return direct_url.replace(f"@{host}:{port}/", f"@127.0.0.1:{self.port}/")
+
+
+class BrokerProbe:
+    """Queue depths and consumer counts, read with kombu (passive declares)."""
+
+    def __init__(self, vhost: str | None):
+        import kombu
+
+        path = vhost or ""
+        self.conn = kombu.Connection(
+            f"amqp://{BROKER_USER}:{BROKER_PASSWORD}@"
+            f"{RABBIT_HOST}:{RABBIT_PORT}/{path}",
+            connect_timeout=5)
+        self.conn.connect()
+
+    def queue(self, name: str) -> tuple[int, int] | None:
+        """(messages ready, consumers) of queue ``name``; None if it is absent."""
+        channel = self.conn.channel()
+        try:
+            _, messages, consumers = channel.queue_declare(queue=name, passive=True)
+            return messages, consumers
+        except Exception:  # NotFound closes the channel
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                channel.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.release()
 
 
 class Broker:
