@@ -21,6 +21,7 @@ from nova_sched.scheduler import claim_stores
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from nova_sched.scheduler.metrics import SchedulerMetrics
+from nova_sched.scheduler.poison import PoisonGuard
 from nova_sched.scheduler.topic_consumer import TopicConsumer
 
 LOG = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class SchedulerService:
         self.metrics = SchedulerMetrics()
         self.manager = SchedulerManager(self.transport, self.notification_transport,
                                         metrics=self.metrics)
+        self.poison_guard = PoisonGuard(self.manager)
         self._worker_health_dir = worker_health_dir
         self.health: HealthMonitor | None = None
         self.endpoint: PrometheusEndpoint | None = None
@@ -94,7 +96,8 @@ class SchedulerService:
                                     rpc.ContextSerializer(),
                                     inline=("compute_node_update",),
                                     threads=CONF.scheduler.request_threads,
-                                    on_backlog=self.manager.host_manager.set_report_lag)
+                                    on_backlog=self.manager.host_manager.set_report_lag,
+                                    guard=self.poison_guard)
         self.server.start()
         if CONF.prometheus.enabled:
             on_probe = [lambda _reason: self.sample_metrics()]
@@ -128,6 +131,7 @@ class SchedulerService:
             try:
                 self.manager.resume_parked()
                 self.manager.recover_stuck()
+                self.poison_guard.purge()
                 self.manager.cycle.refresh()
                 self._log_stats()
             except Exception:  # a periodic task must never kill the daemon

@@ -86,6 +86,21 @@ scheduler_opts = [
         "in the broker's queue.",
     ),
     cfg.IntOpt(
+        "poison_delivery_limit",
+        default=5,
+        min=2,
+        help="Times a daemon may begin a request the broker delivered again "
+        "(the daemon that held it died or lost its connection before "
+        "finishing it) before the request is given up as poison: its "
+        "instances are put into ERROR with a fault saying so (a "
+        "select_destinations caller gets NoValidHost) and the message is "
+        "acknowledged, instead of circling between daemons and killing each "
+        "in turn. A redelivered request runs alone in its daemon, so a crash "
+        "counts against the request that caused it. Keep it below "
+        "[oslo_messaging_rabbit] rabbit_quorum_delivery_limit when that is "
+        "set, or RabbitMQ drops the request without a trace first.",
+    ),
+    cfg.IntOpt(
         "scheduling_timeout",
         default=300,
         min=1,

@@ -1,4 +1,4 @@
-"""Engine, sessions and the retry policy for lost database connections."""
+"""Engine, sessions and the retry policy for transient database errors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -63,6 +64,15 @@ def writer_id() -> str:
     return _writer[1]
 
 
+# PyMySQL waits forever by default. A Galera node that dies leaves its
+# clients with nothing to read and stalls every writer on the other nodes
+# for 4-6 s while the cluster drops it: reads must wait out that stall (a
+# COMMIT that timed out may still have committed), connections must not
+# wait for a dead address. Values in the URL's query win.
+MYSQL_TIMEOUTS = {"connect_timeout": 3, "read_timeout": 20, "write_timeout": 20}
+POSTGRESQL_TIMEOUTS = {"connect_timeout": 3}
+
+
 def _is_memory(url: str) -> bool:
     return url in ("sqlite://", "sqlite:///:memory:")
 
@@ -80,6 +90,12 @@ def create_engine(url: str) -> sa.Engine:
     else:
         kwargs["pool_pre_ping"] = True
         kwargs["pool_recycle"] = 3600
+        parsed = sa.engine.make_url(url)
+        defaults = (MYSQL_TIMEOUTS if parsed.get_backend_name() == "mysql"
+                    else POSTGRESQL_TIMEOUTS
+                    if parsed.get_backend_name() == "postgresql" else {})
+        kwargs["connect_args"] = {key: value for key, value in defaults.items()
+                                  if key not in parsed.query}
     engine = sa.create_engine(url, **kwargs)
     if url.startswith("sqlite"):
 
@@ -190,34 +206,88 @@ def read_session() -> Iterator[Session]:
                 session.close()
 
 
-def _is_connection_error(err: BaseException) -> bool:
-    if isinstance(err, sa_exc.DBAPIError) and err.connection_invalidated:
-        return True
+# Why a failed statement is worth running its whole transaction again, by
+# the server's error code. Galera rejects a transaction that conflicts with
+# one committed on another node at certification, as a deadlock (1213);
+# a node leaving or joining the cluster answers 1047 until it is synced.
+_MYSQL_CONFLICTS = {1213: "deadlock", 1205: "lock wait timeout"}
+_MYSQL_UNAVAILABLE = {1047: "cluster node not ready", 2003: "cannot connect",
+                      2006: "server gone away", 2013: "connection lost",
+                      1927: "connection killed", 4031: "disconnected by server"}
+_PG_CONFLICTS = {"40001": "serialization failure", "40P01": "deadlock"}
+# Connection trouble named in the message (PostgreSQL, SQLite and driver
+# errors that carry no code); SQLite's "database is locked" is contention.
+_DISCONNECT_MARKERS = (
+    "connection",
+    "server has gone away",
+    "lost connection",
+    "could not connect",
+    "database is locked",
+    "terminating",
+    "closed",
+    "unable to open database",
+    "connection refused",
+)
+
+# Callbacks told of each retry with its reason ("deadlock", "connection
+# lost", ...): the daemon counts them for /metrics.
+_retry_listeners: list[Callable[[str], None]] = []
+
+
+def add_retry_listener(listener: Callable[[str], None]) -> None:
+    """Call ``listener(reason)`` each time a transaction is retried."""
+    _retry_listeners.append(listener)
+
+
+def transient_reason(err: BaseException) -> str | None:
+    """Why running ``err``'s transaction again may succeed, or None.
+
+    Two kinds: the transaction lost to a concurrent one (a deadlock, a
+    Galera certification conflict, a serialization failure: nothing was
+    written, so running it again is always safe), or the connection went
+    away (the server died, failed over, or is not ready). A connection lost
+    during COMMIT leaves unknown whether the transaction committed: every
+    write retried by ``retry_on_disconnect`` must therefore give the same
+    result run twice (claims replace the instance's earlier claim, releases
+    count what they delete, reports overwrite).
+    """
+    if not isinstance(err, sa_exc.DBAPIError):
+        return None
+    orig = err.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    if isinstance(code, int):
+        reason = _MYSQL_CONFLICTS.get(code) or _MYSQL_UNAVAILABLE.get(code)
+        if reason:
+            return reason
+    pgcode = getattr(orig, "pgcode", None)
+    if pgcode in _PG_CONFLICTS:
+        return _PG_CONFLICTS[pgcode]
+    if err.connection_invalidated:
+        return "connection lost"
     if isinstance(err, sa_exc.OperationalError):
-        text = str(err.orig).lower() if err.orig is not None else str(err).lower()
-        # SQLite's "database is locked" is contention, worth a retry too.
-        markers = (
-            "connection",
-            "server has gone away",
-            "lost connection",
-            "could not connect",
-            "database is locked",
-            "terminating",
-            "closed",
-            "unable to open database",
-            "connection refused",
-        )
-        return any(m in text for m in markers)
+        text = str(orig).lower() if orig is not None else str(err).lower()
+        if "deadlock" in text:
+            return "deadlock"
+        if any(m in text for m in _DISCONNECT_MARKERS):
+            return "connection lost"
+        return None
     if isinstance(err, sa_exc.InterfaceError):
-        return True
-    return False
+        return "connection lost"
+    return None
+
+
+def _conflict(reason: str) -> bool:
+    return reason in _MYSQL_CONFLICTS.values() or reason in _PG_CONFLICTS.values()
 
 
 def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
-    """Retry ``func`` while the database connection is lost.
+    """Run ``func`` (one whole transaction) again while it fails for a
+    transient reason (``transient_reason``): a lost connection, a deadlock
+    or a Galera certification conflict.
 
     After ``[database] operation_retries`` failures the error becomes
-    DatabaseUnavailable, which callers turn into a visible failure.
+    DatabaseUnavailable, which callers turn into a visible failure (or
+    park the request until the database is back).
     """
 
     @functools.wraps(func)
@@ -230,23 +300,32 @@ def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
             try:
                 return func(*args, **kwargs)
             except sa_exc.SQLAlchemyError as err:
-                if not _is_connection_error(err):
+                reason = transient_reason(err)
+                if reason is None:
                     raise
+                for listener in _retry_listeners:
+                    listener(reason)
                 if attempt == attempts:
                     raise exception.DatabaseUnavailable(
-                        f"{func.__name__}: {type(err).__name__} after "
-                        f"{attempts} attempts"
+                        f"{func.__name__}: {reason} ({type(err).__name__}) "
+                        f"after {attempts} attempts"
                     ) from err
+                if _conflict(reason):
+                    # The winner has committed: go again at once, a little
+                    # apart from the other losers.
+                    pause = random.uniform(0.005, 0.03) * attempt
+                else:
+                    pause = delay
+                    delay = min(delay * 2, 2.0)
                 LOG.warning(
-                    "Database connection problem in %s (attempt %d of %d), "
-                    "retrying in %.1fs",
+                    "Database %s in %s (attempt %d of %d), retrying in %.2fs",
+                    reason,
                     func.__name__,
                     attempt,
                     attempts,
-                    delay,
+                    pause,
                 )
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+                time.sleep(pause)
         raise AssertionError("unreachable")
 
     return wrapper

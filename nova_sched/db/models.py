@@ -304,3 +304,22 @@ class Setting(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class RequestDelivery(Base):
+    """A request a daemon began to handle after the broker delivered it
+    again, and how often: the count that tells a poison request (one that
+    kills every daemon that handles it) from one a crash merely returned.
+    The row goes once the request is handled."""
+
+    __tablename__ = "request_deliveries"
+
+    message_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    method: Mapped[str | None] = mapped_column(String(64))
+    starts: Mapped[int] = mapped_column(Integer, default=0, nullable=False)
+    # The last start's token: a start retried after an ambiguous COMMIT is
+    # not counted twice.
+    last_token: Mapped[str | None] = mapped_column(String(96))
+    last_host: Mapped[str | None] = mapped_column(String(255))
+    first_started_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    last_started_at: Mapped[dt.datetime | None] = mapped_column(DateTime)

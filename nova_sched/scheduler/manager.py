@@ -228,19 +228,45 @@ class SchedulerManager:
             return
         LOG.error("Rejected run_instance request %s for instances %s: %s",
                   context.request_id, err.instance_uuids, err.reason)
+        self._fail_all(context, request_spec, err.instance_uuids, err.message, 400)
+
+    def give_up(self, context, args, reason: str) -> None:
+        """Fail a poison ``run_instance`` request (``poison.PoisonGuard``)
+        without handling it: its instances not placed yet go into ERROR
+        with ``reason`` as their fault. Not an RPC method."""
+        args = args if isinstance(args, dict) else {}
+        request_spec = args.get("request_spec")
+        uuids = request.find_instance_uuids(request_spec)
+        if not uuids:
+            LOG.error("Gave up a run_instance request naming no instance: %s",
+                      reason)
+            return
+        try:
+            unplaced = db_instances.to_place(uuids, db_instances.standing(uuids))
+        except exception.DatabaseUnavailable:
+            unplaced = uuids
+        LOG.error("Gave up run_instance request %s for instances %s: %s",
+                  context.request_id, unplaced, reason)
+        self._fail_all(context, request_spec, unplaced, reason, 500)
+
+    def _fail_all(self, context, request_spec, uuids: list[str], message: str,
+                  code: int) -> None:
+        """ERROR, fault, failed ``schedule`` event and notification for each
+        of ``uuids``, recorded even when the request never was."""
+        if not uuids:
+            return
         props = request_spec.get("instance_properties") if isinstance(
             request_spec, dict) else None
         try:
-            db_instances.ensure_instances(err.instance_uuids,
+            db_instances.ensure_instances(uuids,
                                           props if isinstance(props, dict) else {})
-            with EventReporter(context, "schedule", err.instance_uuids,
-                               self.host) as events:
-                for uuid in err.instance_uuids:
-                    events.fail(uuid, err.message)
-                    self._set_error(context, request_spec, uuid, err.message, code=400)
+            with EventReporter(context, "schedule", uuids, self.host) as events:
+                for uuid in uuids:
+                    events.fail(uuid, message)
+                    self._set_error(context, request_spec, uuid, message, code=code)
         except exception.DatabaseUnavailable as db_err:
-            LOG.error("Could not record the rejection of %s: %s",
-                      err.instance_uuids, db_err.message)
+            LOG.error("Could not record the failure of %s: %s", uuids,
+                      db_err.message)
 
     def _set_error(self, context, request_spec, uuid, reason, code=500,
                    details=None) -> None:

@@ -36,8 +36,11 @@ their acknowledgements, and the consumer thread sends them between polls.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import contextvars
 import errno
+import hashlib
+import json
 import logging
 import queue
 import socket
@@ -126,14 +129,94 @@ def _read_ahead(transport) -> None:
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
 
-    __slots__ = ("tag", "channel", "incoming", "method", "deferred")
+    __slots__ = ("tag", "channel", "incoming", "method", "deferred",
+                 "message_id", "redelivered", "broker_count")
 
-    def __init__(self, tag, channel, incoming, method):
+    def __init__(self, tag, channel, incoming, method, message_id=None,
+                 redelivered=False, broker_count=None):
         self.tag = tag            # its delivery tag on that channel
         self.channel = channel    # the channel it came on
         self.incoming = incoming  # oslo's AMQPIncomingMessage: ctxt, reply()
         self.method = method
         self.deferred = False     # its handler keeps the acknowledgement
+        self.message_id = message_id      # the sender's unique id
+        self.redelivered = redelivered    # the broker delivered it before
+        self.broker_count = broker_count  # a quorum queue's x-delivery-count
+
+
+class RedeliveryGuard:
+    """What a consumer asks before it handles a request delivered again.
+
+    The broker delivers a message again when the daemon holding it died
+    (or lost its connection) before acknowledging it. Most such requests
+    are innocent; one that kills every daemon that handles it (a poison
+    request) would circle between the daemons for ever. Each redelivered
+    request is therefore handled alone (no other request running in this
+    daemon, so that a crash is its own), and its starts are counted where
+    every daemon sees them: past the limit it is given up.
+    """
+
+    def starts(self, message_id: str, method: str | None) -> int:
+        """Count this start; how many there have been (0: unknown)."""
+        raise NotImplementedError
+
+    def limit(self) -> int:
+        """Starts after which a request is given up."""
+        raise NotImplementedError
+
+    def handled(self, message_id: str) -> None:
+        """The request was handled or given up: forget its count."""
+        raise NotImplementedError
+
+    def give_up(self, ctxt, method: str | None, args: Any, starts: int,
+                broker_count: int | None) -> None:
+        """Fail the request visibly instead of handling it; for a call,
+        raise the error its caller should get."""
+        raise NotImplementedError
+
+
+class _SoloGate:
+    """Requests run side by side; a redelivered one runs alone.
+
+    ``shared()`` around an ordinary request, ``alone()`` around a
+    redelivered one: it waits for the running requests to finish, and no
+    other request starts until it is done. Waiting ``alone()`` callers go
+    first, so a stream of ordinary requests cannot starve them.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._running = 0
+        self._solo = False
+        self._waiting_solo = 0
+
+    @contextlib.contextmanager
+    def shared(self):
+        with self._cond:
+            while self._solo or self._waiting_solo:
+                self._cond.wait()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self):
+        with self._cond:
+            self._waiting_solo += 1
+            while self._solo or self._running:
+                self._cond.wait()
+            self._waiting_solo -= 1
+            self._solo = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._solo = False
+                self._cond.notify_all()
 
 
 # The delivery a worker thread is handling, for defer_ack.
@@ -165,6 +248,12 @@ def defer_ack() -> Callable[[], None]:
     return _ack
 
 
+def _fingerprint(body: dict) -> str:
+    """A stable name for a message that came without a unique id."""
+    text = json.dumps(body, sort_keys=True, default=str)
+    return "sha1-" + hashlib.sha1(text.encode()).hexdigest()
+
+
 class _ReplyVia:
     """What oslo's incoming message needs from a listener to send replies."""
 
@@ -181,12 +270,17 @@ class TopicConsumer:
     must be quick and must not block); the rest run on ``threads`` worker
     threads. ``serializer`` turns wire contexts into the endpoint's.
     ``on_backlog(seconds)`` is told, about once a second, how far behind the
-    topic's queue the consumer runs (``backlog_seconds``).
+    topic's queue the consumer runs (``backlog_seconds``). ``guard`` (a
+    RedeliveryGuard) counts and gives up requests delivered again; without
+    one they are handled like any other. A redelivered message of an
+    inline method (a compute report) is dropped: the node's next report
+    supersedes it, and it may be what killed the daemon.
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
                  serializer, inline: Iterable[str] = (), threads: int = 8,
-                 on_backlog: Callable[[float], None] | None = None):
+                 on_backlog: Callable[[float], None] | None = None,
+                 guard: RedeliveryGuard | None = None):
         if not supports(transport):
             raise exception.ConfigurationError(
                 "the scheduler daemon needs an AMQP transport (rabbit:// or "
@@ -229,6 +323,8 @@ class TopicConsumer:
         self.ready = threading.Event()
         self._last_poll = time.monotonic()
         self._on_backlog = on_backlog
+        self._guard = guard
+        self._gate = _SoloGate()
         self._backlog = 0.0
         self._next_sample = 0.0
         self._sampled_delivered = 0
@@ -237,6 +333,8 @@ class TopicConsumer:
         self.acknowledged = 0
         self.ack_frames = 0  # basic.ack frames sent: fewer than acknowledged
         self.dropped_acks = 0
+        self.redelivered = 0   # messages the broker delivered again
+        self.given_up = 0      # poison requests failed without handling
 
     # -- life cycle ------------------------------------------------------------
     def start(self) -> None:
@@ -426,11 +524,16 @@ class TopicConsumer:
         unique_id = body.pop("_unique_id", None)
         method = body.get("method")
         handler = self._inline.get(method) if isinstance(method, str) else None
-        tag = message._raw_message.delivery_tag
+        raw = message._raw_message
+        tag = raw.delivery_tag
+        redelivered = bool(raw.delivery_info.get("redelivered"))
         if channel is not self._ack_channel:
             self._new_channel(channel)
+        if redelivered:
+            self.redelivered += 1
         if handler is not None and msg_id is None and self._accepts(body):
-            self._run_inline(handler, ctxt, body)
+            if not redelivered:
+                self._run_inline(handler, ctxt, body)
             self._ready_to_ack(tag)
             return
         incoming = amqpdriver.AMQPIncomingMessage(
@@ -439,7 +542,9 @@ class TopicConsumer:
         with self._lock:
             self._in_hand += 1
         self._held.add(tag)
-        self._work.put(_Delivery(tag, channel, incoming, method))
+        count = (raw.headers or {}).get("x-delivery-count")
+        self._work.put(_Delivery(tag, channel, incoming, method, unique_id,
+                                 redelivered, count if isinstance(count, int) else None))
 
     def _accepts(self, body: dict) -> bool:
         """The dispatcher's version and namespace rules, cached per version."""
@@ -543,11 +648,57 @@ class TopicConsumer:
                 continue
             token = _current.set((self, delivery))
             try:
-                self._dispatch(delivery.incoming)
+                if delivery.redelivered and self._guard is not None:
+                    with self._gate.alone():
+                        self._handle_redelivered(delivery)
+                else:
+                    with self._gate.shared():
+                        self._dispatch(delivery.incoming)
             finally:
                 _current.reset(token)
                 if not delivery.deferred:
                     self._acks.put(delivery)
+
+    def _handle_redelivered(self, delivery: _Delivery) -> None:
+        """Count the start; past the guard's limit give the request up,
+        else handle it as any other."""
+        guard = self._guard
+        message_id = delivery.message_id or _fingerprint(delivery.incoming.message)
+        starts = guard.starts(message_id, delivery.method)
+        if starts > guard.limit():
+            self.given_up += 1
+            self._give_up(delivery, starts)
+        else:
+            if starts:
+                LOG.warning("Handling %s request %s delivered again (start %d of "
+                            "at most %d; broker's delivery count %s)",
+                            delivery.method, message_id, starts, guard.limit(),
+                            delivery.broker_count)
+            self._dispatch(delivery.incoming)
+        guard.handled(message_id)
+
+    def _give_up(self, delivery: _Delivery, starts: int) -> None:
+        incoming = delivery.incoming
+        body = incoming.message
+        failure = None
+        try:
+            self._guard.give_up(
+                self._serializer.deserialize_context(incoming.ctxt),
+                delivery.method, body.get("args"), starts, delivery.broker_count)
+        except Exception as err:
+            failure = sys.exc_info()
+            LOG.debug("Gave up %s: %s", delivery.method, err)
+        if incoming.msg_id is None:
+            return
+        try:
+            if failure is None:
+                incoming.reply(None)
+            else:
+                incoming.reply(failure=failure)
+        except Exception:
+            LOG.exception("Could not send the reply to %s", delivery.method)
+        finally:
+            del failure
 
     def _dispatch(self, incoming) -> None:
         """oslo.messaging's RPC server's handling of one message, minus its ack."""

@@ -132,14 +132,14 @@ class _Harness:
         return ep
 
     def consumer(self, endpoint, server="daemon-a", inline=(), threads=8,
-                 transport=None):
+                 transport=None, guard=None):
         from nova_sched.scheduler.topic_consumer import TopicConsumer
 
         consumer = TopicConsumer(
             transport or self.transport(),
             self.messaging.Target(topic=self.topic, server=server),
             endpoint, self.rpc.ContextSerializer(), inline=inline,
-            threads=threads)
+            threads=threads, guard=guard)
         self.consumers.append(consumer)
         consumer.start()
         assert consumer.ready.wait(WAIT), "the consumer thread never polled"
@@ -567,3 +567,78 @@ def test_stop_finishes_running_handler_and_returns_the_rest(harness, broker):
                 "the topic queue to be empty")
     assert sorted(ep_b.done) == [2, 3]
     assert consumer_b.delivered == 2, "1 was acknowledged: never redelivered"
+
+
+# -- 8. redelivered requests: counted, alone, given up past the limit ----------------
+class _ScriptedGuard:
+    """A RedeliveryGuard whose start counts come from a script: the n-th
+    redelivered request started is told it has been begun ``counts[n]``
+    times (as if earlier daemons had died handling it)."""
+
+    def __init__(self, limit, counts, endpoint):
+        self._limit = limit
+        self._counts = list(counts)
+        self.endpoint = endpoint
+        self.started = []
+        self.given_up = []
+        self.forgotten = []
+
+    def limit(self):
+        return self._limit
+
+    def starts(self, message_id, method):
+        # Alone: no other handler is running while this one starts.
+        with self.endpoint.lock:
+            running = len(self.endpoint.started) - len(self.endpoint.done)
+        self.started.append((message_id, method, running))
+        return self._counts.pop(0)
+
+    def handled(self, message_id):
+        self.forgotten.append(message_id)
+
+    def give_up(self, ctxt, method, args, starts, broker_count):
+        self.given_up.append((method, args, starts))
+
+
+def test_redelivered_requests_are_counted_run_alone_and_given_up_past_the_limit(
+        harness, broker):
+    """Daemon A takes two requests and stops before starting them (as if it
+    had died): daemon B gets both back, redelivered. Each is counted by the
+    guard and starts with no other handler running; the one whose count is
+    past the limit is given up, not handled; both are acknowledged. A
+    redelivered compute report is dropped: the node's next supersedes it."""
+    ep_a = harness.endpoint()
+    consumer_a = harness.consumer(ep_a, server="daemon-a", threads=1)
+    client = harness.client()
+    ctxt = harness.context()
+    client.cast(ctxt, "slow", value="first")
+    _wait(lambda: [v for v, _ in ep_a.started] == ["first"], "A to start the first")
+    for value in ("second", "third"):
+        client.cast(ctxt, "slow", value=value)
+    client.cast(ctxt, "compute_node_update", compute_node={"host": "h1"})
+    _wait(lambda: consumer_a.delivered == 4, "A to take all four")
+    stopper = threading.Thread(target=consumer_a.stop, kwargs={"timeout": 20},
+                               daemon=True)
+    stopper.start()
+    _wait(consumer_a._stopping.is_set, "stop() to begin")
+    ep_a.gate.set()
+    stopper.join(30)
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (3, 0),
+                "two requests and the report back in the queue")
+
+    ep_b = harness.endpoint(gate_open=True)
+    guard = _ScriptedGuard(limit=2, counts=[3, 1], endpoint=ep_b)
+    consumer_b = harness.consumer(ep_b, server="daemon-b", guard=guard,
+                                  inline=("compute_node_update",))
+    _wait(lambda: len(guard.given_up) + len(ep_b.done) == 2,
+          "B to give up one request and handle the other")
+    _wait(lambda: consumer_b.acknowledged == 3, "B's acknowledgements")
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the topic queue to be empty")
+    assert [(m, running) for _, m, running in guard.started] == [("slow", 0)] * 2
+    (method, args, count), = guard.given_up
+    assert (method, count) == ("slow", 3)
+    assert ep_b.done == [v for v in ("second", "third") if v != args["value"]]
+    assert ep_b.reports == [], "a redelivered report is not applied"
+    assert consumer_b.redelivered == 3 and consumer_b.given_up == 1
+    assert len(guard.forgotten) == 2, "both counts forgotten once done"
