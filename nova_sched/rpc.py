@@ -101,6 +101,15 @@ def get_client(transport, target, version_cap=None, serializer=None):
     )
 
 
+# Connection attempts a notification's publish makes before it is dropped:
+# in effect, until the broker is back. ``[oslo_messaging_notifications]
+# retry``'s "-1, for ever" does not reach every path: a connection the
+# notifier's pool opens anew is given -1 as kombu's max_retries, which
+# kombu reads as "none", so the first refused node (one killed in a
+# cluster) dropped the notification.
+NOTIFY_RETRIES = 2 ** 31
+
+
 def get_notifier(transport, publisher_id: str) -> messaging.Notifier:
     """Notifier on topic 'notifications' with the messagingv2 driver (CONTRACT 3)."""
     return messaging.Notifier(
@@ -109,4 +118,5 @@ def get_notifier(transport, publisher_id: str) -> messaging.Notifier:
         driver="messagingv2",
         topics=["notifications"],
         serializer=ContextSerializer(),
+        retry=NOTIFY_RETRIES,
     )

@@ -66,6 +66,7 @@ class SchedulerService:
         self.manager = SchedulerManager(self.transport, self.notification_transport,
                                         metrics=self.metrics)
         self.poison_guard = PoisonGuard(self.manager)
+        db_api.add_retry_listener(self.metrics.database_retry)
         self._worker_health_dir = worker_health_dir
         self.health: HealthMonitor | None = None
         self.endpoint: PrometheusEndpoint | None = None
@@ -97,7 +98,8 @@ class SchedulerService:
                                     inline=("compute_node_update",),
                                     threads=CONF.scheduler.request_threads,
                                     on_backlog=self.manager.host_manager.set_report_lag,
-                                    guard=self.poison_guard)
+                                    guard=self.poison_guard,
+                                    on_reconnect=self.metrics.reconnected)
         self.server.start()
         if CONF.prometheus.enabled:
             on_probe = [lambda _reason: self.sample_metrics()]
@@ -162,6 +164,7 @@ class SchedulerService:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()
         self.manager.host_manager.source.stop()
+        db_api.remove_retry_listener(self.metrics.database_retry)
         LOG.info("nova-sched %s stopped", CONF.host)
 
 

@@ -239,6 +239,12 @@ def add_retry_listener(listener: Callable[[str], None]) -> None:
     _retry_listeners.append(listener)
 
 
+def remove_retry_listener(listener: Callable[[str], None]) -> None:
+    """Stop calling ``listener`` (a no-op if it was not added)."""
+    if listener in _retry_listeners:
+        _retry_listeners.remove(listener)
+
+
 def transient_reason(err: BaseException) -> str | None:
     """Why running ``err``'s transaction again may succeed, or None.
 

@@ -28,6 +28,7 @@ from nova_sched.instance_actions import EventReporter, event_start
 from nova_sched.scheduler import (compute_report, driver, recovery, request,
                                   retry, topic_consumer)
 from nova_sched.placement import PlacementClient
+from nova_sched.publish_watch import PublishWatch
 from nova_sched.scheduler.claim_stores import load_claim_store
 from nova_sched.scheduler.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
@@ -55,18 +56,22 @@ class SchedulerManager:
         self.placement = PlacementClient() if uses_placement else None
         self.host_manager = host_manager or HostManager(load_source(self.placement))
         self.metrics = metrics if metrics is not None else SchedulerMetrics()
-        self.notifier = SchedulerNotifier(notification_transport or transport, self.host)
+        self.publishes = PublishWatch(on_slow=self.metrics.slow_publish)
+        self.notifier = SchedulerNotifier(notification_transport or transport,
+                                          self.host, self.publishes)
         self.cycle = SchedulingCycle(
             driver.load_driver(CONF.scheduler.driver, self.host_manager),
             self.host_manager, load_claim_store(self.host_manager, self.placement),
-            compute_rpcapi.ComputeAPI(transport), self.notifier, self.metrics)
+            compute_rpcapi.ComputeAPI(transport, self.publishes), self.notifier,
+            self.metrics)
         self.parked = ParkedRequests()
         self.reports = ReportIngest(self.host_manager)
 
     def problem(self) -> str | None:
-        """What keeps the scheduler from its sources now (for /healthz):
-        nova's databases or Placement unreachable; None when all answer."""
-        problem = self.host_manager.source.problem()
+        """What keeps the scheduler from its work now (for /healthz): a
+        publish waiting for the broker, nova's databases or Placement
+        unreachable; None when all answer."""
+        problem = self.publishes.problem() or self.host_manager.source.problem()
         if problem is None and self.placement is not None:
             reason = self.placement.reachable()
             problem = None if reason is None else f"placement unreachable: {reason}"

@@ -60,6 +60,25 @@ class SchedulerMetrics:
         self.compute_reports = Counter(
             "nova_sched_compute_reports", "Compute node reports, by outcome.",
             ["outcome"], registry=reg)
+        self.database_retries = Counter(
+            "nova_sched_database_retries",
+            "Database transactions run again, by reason (deadlock: a Galera "
+            "certification conflict or a lock cycle; connection lost, cannot "
+            "connect, cluster node not ready: a database node failing over).",
+            ["reason"], registry=reg)
+        self.broker_reconnects = Counter(
+            "nova_sched_broker_reconnects",
+            "Times the topic consumer came back after losing the broker.",
+            registry=reg)
+        self.broker_away_seconds = Counter(
+            "nova_sched_broker_away_seconds",
+            "Seconds the topic consumer spent without the broker, summed.",
+            registry=reg)
+        self.slow_publishes = Counter(
+            "nova_sched_slow_publishes",
+            "Compute casts and notifications that waited more than 2 s for "
+            "the broker to confirm them (a node failing over).",
+            registry=reg)
         # Every worker sees the same fleet: the parent shows the most
         # recent worker's view; parked requests add up over live workers.
         self.hosts = Gauge(
@@ -86,6 +105,16 @@ class SchedulerMetrics:
 
     def report(self, outcome: str) -> None:
         self.compute_reports.labels(outcome).inc()
+
+    def database_retry(self, reason: str) -> None:
+        self.database_retries.labels(reason).inc()
+
+    def reconnected(self, seconds_away: float) -> None:
+        self.broker_reconnects.inc()
+        self.broker_away_seconds.inc(seconds_away)
+
+    def slow_publish(self, _seconds: float) -> None:
+        self.slow_publishes.inc()
 
     # -- sampled state -------------------------------------------------------------
     def sample(self, host_manager, parked: int) -> None:

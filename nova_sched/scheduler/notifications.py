@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from nova_sched import rpc
+from nova_sched.publish_watch import PublishWatch
 
 LOG = logging.getLogger(__name__)
 
@@ -39,14 +40,20 @@ def scrub(value: Any) -> Any:
 
 
 class SchedulerNotifier:
-    """Emits the scheduler's notifications; failures to emit are logged only."""
+    """Emits the scheduler's notifications.
 
-    def __init__(self, transport, host: str):
+    A notification is published as the compute cast is: retried until the
+    broker confirms it, the request waiting (unacknowledged) meanwhile.
+    """
+
+    def __init__(self, transport, host: str, watch: PublishWatch | None = None):
         self._notifier = rpc.get_notifier(transport, f"scheduler.{host}")
+        self._watch = watch or PublishWatch()
 
     def _emit(self, ctxt, priority: str, event_type: str, payload: dict) -> None:
         try:
-            getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
+            with self._watch.publishing(f"notification {event_type}"):
+                getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
         except Exception:  # a notification must never fail a placement
             LOG.exception("Could not emit notification %s", event_type)
 

@@ -275,12 +275,16 @@ class TopicConsumer:
     one they are handled like any other. A redelivered message of an
     inline method (a compute report) is dropped: the node's next report
     supersedes it, and it may be what killed the daemon.
+    ``on_reconnect(seconds)`` is told each time the consumer is back on
+    the broker after losing it (a node died: oslo's connection fails over
+    to the next), with the seconds it was away.
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
                  serializer, inline: Iterable[str] = (), threads: int = 8,
                  on_backlog: Callable[[float], None] | None = None,
-                 guard: RedeliveryGuard | None = None):
+                 guard: RedeliveryGuard | None = None,
+                 on_reconnect: Callable[[float], None] | None = None):
         if not supports(transport):
             raise exception.ConfigurationError(
                 "the scheduler daemon needs an AMQP transport (rabbit:// or "
@@ -325,6 +329,13 @@ class TopicConsumer:
         self._on_backlog = on_backlog
         self._guard = guard
         self._gate = _SoloGate()
+        self._on_reconnect = on_reconnect
+        # Consumer thread: when the broker connection was lost (None while
+        # connected), the channel last seen working, and when.
+        self._lost_at: float | None = None
+        self._seen_channel = None
+        self._seen_ok = time.monotonic()
+        self.reconnects = 0
         self._backlog = 0.0
         self._next_sample = 0.0
         self._sampled_delivered = 0
@@ -396,6 +407,11 @@ class TopicConsumer:
             return f"stopping: no longer consuming topic {topic}"
         if not self._consumer.is_alive():
             return f"the consumer of topic {topic} has stopped"
+        lost_at = self._lost_at
+        if lost_at is not None:
+            return (f"not consuming topic {topic}: broker connection lost "
+                    f"{time.monotonic() - lost_at:.0f} s ago, failing over "
+                    f"(last through {self._broker_address()})")
         quiet = time.monotonic() - self._last_poll
         if quiet > _STALLED:
             return (f"not consuming topic {topic}: no poll of the broker for "
@@ -434,11 +450,59 @@ class TopicConsumer:
                 LOG.exception("Consuming the %s topic failed; trying again",
                               self._target.topic)
                 self._stopping.wait(1.0)
+            self._watch_connection()
         self._send_acks(force=True)
         try:
             conn.stop_consuming()
         except Exception as err:
             LOG.debug("Stopping the consumer: %s", err)
+
+    def _broker_connected(self):
+        """The channel oslo's connection consumes on, when it is connected."""
+        kombu_conn = getattr(self._conn, "connection", None)
+        channel = getattr(self._conn, "channel", None)
+        try:
+            return channel if kombu_conn is not None and kombu_conn.connected else None
+        except Exception:  # the transport's own check failing: not connected
+            return None
+
+    def _broker_address(self) -> str:
+        kombu_conn = getattr(self._conn, "connection", None)
+        host = getattr(kombu_conn, "hostname", None)
+        port = getattr(kombu_conn, "port", None)
+        return f"{host}:{port}" if host else "no broker yet"
+
+    def _watch_connection(self) -> None:
+        """Note the broker connection lost and found again (consumer thread).
+
+        oslo's ``consume`` reconnects by itself, failing over to the next
+        node of ``transport_url``; between its attempts this sees the
+        connection down. A failover quicker than one poll shows only as a
+        new channel.
+        """
+        now = time.monotonic()
+        channel = self._broker_connected()
+        if channel is None:
+            if self._lost_at is None:
+                self._lost_at = now
+                LOG.warning("Lost the broker connection consuming topic %s "
+                            "(through %s); reconnecting",
+                            self._target.topic, self._broker_address())
+            return
+        if self._lost_at is not None or (
+                self._seen_channel is not None and channel is not self._seen_channel):
+            away = now - (self._lost_at if self._lost_at is not None
+                          else self._seen_ok)
+            self._lost_at = None
+            self.reconnects += 1
+            LOG.warning("Consuming topic %s again through %s, %.1f s after the "
+                        "broker connection was lost; unacknowledged requests "
+                        "went back to the queue", self._target.topic,
+                        self._broker_address(), away)
+            if self._on_reconnect is not None:
+                self._on_reconnect(away)
+        self._seen_channel = channel
+        self._seen_ok = now
 
     def backlog_seconds(self) -> float:
         """How long the messages waiting in the topic's queue will take at the

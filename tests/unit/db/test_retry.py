@@ -67,7 +67,7 @@ def test_a_deadlocked_transaction_runs_again_until_it_commits():
     try:
         assert write() == "committed"
     finally:
-        db_api._retry_listeners.remove(reasons.append)
+        db_api.remove_retry_listener(reasons.append)
     assert len(calls) == 3
     assert reasons == ["deadlock", "deadlock"]
 

@@ -1,0 +1,70 @@
+"""Publishes waiting for the broker: the compute cast and notifications.
+
+Both are publishes the broker must confirm. oslo.messaging retries one
+until the broker takes it (on a cluster, failing over to another node),
+and the request it belongs to is acknowledged only after; meanwhile the
+request waits, and an operator should see why. ``PublishWatch`` keeps the
+publishes in flight, so that ``/healthz`` names one that waits longer than
+a moment and the log says how long it waited once it went through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import threading
+import time
+from typing import Callable, Iterator
+
+LOG = logging.getLogger(__name__)
+
+# A publish normally takes a millisecond or two (the broker's confirm);
+# one waiting this long is waiting for a broker that is away.
+SLOW = 2.0
+
+
+class PublishWatch:
+    """The publishes in flight in one process, and the slow ones' count.
+
+    ``on_slow(seconds)`` is told of each publish that took longer than
+    ``SLOW`` once it is through.
+    """
+
+    def __init__(self, on_slow: Callable[[float], None] | None = None):
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._in_flight: dict[int, tuple[str, float]] = {}
+        self._on_slow = on_slow
+
+    @contextlib.contextmanager
+    def publishing(self, what: str) -> Iterator[None]:
+        """Around one publish; ``what`` names it for the log and /healthz."""
+        key = next(self._ids)
+        started = time.monotonic()
+        with self._lock:
+            self._in_flight[key] = (what, started)
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._in_flight[key]
+            took = time.monotonic() - started
+            if took > SLOW:
+                LOG.warning("Publishing %s waited %.1f s for the broker", what, took)
+                if self._on_slow is not None:
+                    self._on_slow(took)
+
+    def problem(self) -> str | None:
+        """The oldest publish waiting longer than ``SLOW``, or None."""
+        with self._lock:
+            oldest = min(self._in_flight.values(), key=lambda item: item[1],
+                         default=None)
+            waiting = len(self._in_flight)
+        if oldest is None:
+            return None
+        age = time.monotonic() - oldest[1]
+        if age <= SLOW:
+            return None
+        return (f"{waiting} publishes waiting for the broker, the oldest "
+                f"({oldest[0]}) for {age:.0f} s")
