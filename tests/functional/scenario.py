@@ -25,8 +25,9 @@ except ImportError:  # pytest run from elsewhere than the repository root
     sys.path.insert(0, str(cloudlib.REPO))
     from tests.db_backends import temporary_database
 
-__all__ = ["ComputeFleet", "Daemons", "evidence", "idle_report", "node_limit",
-           "settled", "temporary_database", "use_database", "wait_settled"]
+__all__ = ["Audit", "ComputeFleet", "Daemons", "Supervisor", "evidence",
+           "idle_report", "node_limit", "scheduled_instances", "settled",
+           "temporary_database", "use_database", "wait_settled"]
 
 READY_LINE = "consuming topic"  # logged by a daemon consuming its topic
 READY_TIMEOUT = 30
@@ -279,3 +280,128 @@ def evidence(cloud: cloudlib.Cloud, names: tuple[str, ...], rows: dict, casts: d
             out.append(f"  {name} log ({cloud.logs[name]}):\n    "
                        + "\n    ".join(lines[-12:]))
     return "\n".join(out)
+
+
+class Audit:
+    """What a burst left behind, checked the same way by every scenario.
+
+    ``problems()`` lists what must never happen: an instance lost (neither
+    ERROR nor placed and cast), cast to another host than its row names or
+    cast while in ERROR, claimed twice or not at all, a node's totals
+    apart from its allocations or past its limits, a placed instance
+    without its ``scheduled`` notification. ``line()`` is the figures the
+    issue notes quote: sent, placed, lost, claimed twice, cast twice and
+    the longest pause between two casts during the burst.
+    """
+
+    def __init__(self, cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
+                 rows: dict, casts: dict, scheduled: set[str] | None = None,
+                 burst: tuple[float, float] | None = None):
+        self.uuids = list(uuids)
+        self.rows, self.casts = rows, casts
+        allocs = cloud.query(
+            "SELECT a.instance_uuid, a.compute_node_id, a.memory_mb, a.vcpus, "
+            "a.disk_mb, n.host AS node_host, n.hypervisor_hostname AS node_name "
+            "FROM allocations a JOIN compute_nodes n ON n.id = a.compute_node_id")
+        by_instance = collections.defaultdict(list)
+        for a in allocs:
+            by_instance[a["instance_uuid"]].append(a)
+        self.errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
+        self.placed = [u for u in uuids if u not in self.errors
+                       and (rows.get(u) or {}).get("host")]
+        self.lost = [u for u in uuids if not settled(rows, casts, u)]
+        self.cast_twice = [u for u in uuids if len(casts.get(u, [])) > 1]
+        self.elsewhere = [u for u in self.placed if u in casts
+                          and {c[0] for c in casts[u]} != {rows[u]["host"]}]
+        self.error_cast = [u for u in self.errors if u in casts]
+        self.claimed_twice = [u for u, held in by_instance.items() if len(held) > 1]
+        self.no_claim = [u for u in self.placed if u not in by_instance]
+        self.stray_claims = [u for u, held in by_instance.items() if u in rows and (
+            rows[u]["vm_state"] == "error" or (held[0]["node_host"], held[0]["node_name"])
+            != (rows[u]["host"], rows[u]["node"]))]
+        sums = collections.defaultdict(lambda: [0, 0, 0, 0])
+        for a in allocs:
+            s = sums[a["compute_node_id"]]
+            s[0] += a["memory_mb"]
+            s[1] += a["vcpus"]
+            s[2] += a["disk_mb"]
+            s[3] += 1
+        self.drift, self.over = [], []
+        for n in cloud.query("SELECT * FROM compute_nodes"):
+            claimed = [n["claimed_memory_mb"], n["claimed_vcpus"], n["claimed_disk_mb"],
+                       n["claimed_instances"]]
+            if claimed != sums.get(n["id"], [0, 0, 0, 0]):
+                self.drift.append((n["host"], claimed, sums.get(n["id"])))
+            for res, value in (("ram", claimed[0]), ("vcpu", claimed[1]),
+                               ("disk", claimed[2])):
+                if value > node_limit(n, res):
+                    self.over.append((n["host"], res, value, node_limit(n, res)))
+        self.unannounced = ([] if scheduled is None
+                            else [u for u in self.placed if u not in scheduled])
+        arrivals = sorted(t for u in uuids for _, _, t in casts.get(u, []))
+        if burst is not None:
+            arrivals = [burst[0]] + [t for t in arrivals if t >= burst[0]]
+        self.longest_pause = max((b - a for a, b in zip(arrivals, arrivals[1:])),
+                                 default=0.0)
+        self.faults = {u: (cloud.faults(u) or [{"message": "(no fault)"}])[-1]["message"]
+                       for u in self.errors}
+
+    def line(self, name: str) -> str:
+        return (f"{name}: sent={len(self.uuids)} placed={len(self.placed)} "
+                f"error={len(self.errors)} lost={len(self.lost)} "
+                f"claimed_twice={len(self.claimed_twice) + len(self.drift)} "
+                f"cast_twice={len(self.cast_twice)} "
+                f"longest_pause={self.longest_pause:.2f}s")
+
+    def problems(self, cast_twice_allowed: int = 0) -> list[str]:
+        found = []
+        for label, items in (("lost", self.lost), ("cast elsewhere", self.elsewhere),
+                             ("cast while in ERROR", self.error_cast),
+                             ("claimed twice", self.claimed_twice),
+                             ("placed without a claim", self.no_claim),
+                             ("claims of instances not placed there", self.stray_claims),
+                             ("node totals apart from allocations", self.drift),
+                             ("nodes past their limits", self.over),
+                             ("placed without a scheduled notification",
+                              self.unannounced)):
+            if items:
+                found.append(f"{len(items)} {label}: {items[:5]}")
+        if len(self.cast_twice) > cast_twice_allowed:
+            found.append(f"{len(self.cast_twice)} cast twice (at most "
+                         f"{cast_twice_allowed} allowed): {self.cast_twice[:5]}")
+        unexplained = {u: m for u, m in self.faults.items() if m == "(no fault)"}
+        if unexplained:
+            found.append(f"instances in ERROR without a fault: {list(unexplained)[:5]}")
+        return found
+
+
+def scheduled_instances(collector: cloudlib.NotificationCollector) -> set[str]:
+    """Instances a ``scheduler.run_instance.scheduled`` notification named."""
+    return {e["payload"].get("instance_id") for e in collector.snapshot()
+            if e["event_type"] == "scheduler.run_instance.scheduled"}
+
+
+class Supervisor:
+    """Restarts daemons that exit, as systemd's ``Restart=always`` does."""
+
+    def __init__(self, daemons: Daemons):
+        self.daemons = daemons
+        self.deaths: list[tuple[str, int, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "Supervisor":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for name in self.daemons.names:
+                proc = self.daemons.cloud.procs.get(name)
+                if proc is not None and proc.poll() is not None:
+                    self.deaths.append((name, proc.returncode, time.monotonic()))
+                    self.daemons.start(name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

@@ -1,0 +1,1 @@
+"""Plugins the functional tests load into the daemons by dotted name."""
