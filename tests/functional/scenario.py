@@ -25,9 +25,10 @@ except ImportError:  # pytest run from elsewhere than the repository root
     sys.path.insert(0, str(cloudlib.REPO))
     from tests.db_backends import temporary_database
 
-__all__ = ["Audit", "ComputeFleet", "Daemons", "Supervisor", "evidence",
-           "idle_report", "node_limit", "scheduled_instances", "settled",
-           "temporary_database", "use_database", "wait_settled"]
+__all__ = ["Audit", "ComputeFleet", "Daemons", "HealthPoller", "Supervisor",
+           "daemons_with_endpoints", "evidence", "free_port", "http_get",
+           "idle_report", "metric_total", "node_limit", "scheduled_instances",
+           "settled", "temporary_database", "use_database", "wait_settled"]
 
 READY_LINE = "consuming topic"  # logged by a daemon consuming its topic
 READY_TIMEOUT = 30
@@ -405,3 +406,92 @@ class Supervisor:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a daemon's /healthz)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """(status, body) of ``GET path`` on a daemon's endpoint; (0, why) when
+    nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}",
+                                    timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError as err:
+        return 0, str(err)
+
+
+def metric_total(port: int, name: str) -> float:
+    """The sum of a metric's samples on a daemon's /metrics (0 if absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = http_get(port, "/metrics")
+    if status != 200:
+        return 0.0
+    return sum(sample.value for family in text_string_to_metric_families(text)
+               for sample in family.samples if sample.name == name)
+
+
+class HealthPoller:
+    """Polls every daemon's /healthz a few times a second; keeps what was
+    not ``200 ok`` (time, daemon, status, body)."""
+
+    def __init__(self, ports: dict[str, int], interval: float = 0.2):
+        self.ports = dict(ports)
+        self.interval = interval
+        self.unhealthy: list[tuple[float, str, int, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "HealthPoller":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for name, port in self.ports.items():
+                status, body = http_get(port, "/healthz")
+                if status != 200:
+                    self.unhealthy.append((time.monotonic(), name, status,
+                                           body.strip()[:200]))
+
+    def reasons(self, since: float = 0.0) -> list[str]:
+        """Distinct reasons seen since ``since``, in order."""
+        seen: list[str] = []
+        for t, name, status, body in self.unhealthy:
+            line = f"{name}: {status} {body}"
+            if t >= since and line not in seen:
+                seen.append(line)
+        return seen
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def daemons_with_endpoints(cloud: cloudlib.Cloud, names: tuple[str, ...],
+                           overrides: dict) -> tuple[Daemons, dict[str, int]]:
+    """Daemons of ``cloud``, each serving /metrics and /healthz on a port of
+    its own; (daemons, name -> port)."""
+    daemons = Daemons(cloud, names, overrides)
+    ports = {}
+    for name in names:
+        ports[name] = free_port()
+        sections = {group: dict(values) for group, values in overrides.items()}
+        sections.setdefault("DEFAULT", {})["host"] = \
+            f"{name}-{cloud.tag}".replace("_", "-")
+        sections["prometheus"] = {"enabled": True, "port": ports[name]}
+        cloud.write_config(daemons.configs[name], sections)
+    return daemons, ports
