@@ -53,6 +53,18 @@ class ClaimFailed(NovaSchedException):
     msg_fmt = "Claim on %(host)s/%(node)s failed: not enough free resources"
 
 
+class AlreadyPlaced(NovaSchedException):
+    """Another handler of the same request placed the instance meanwhile.
+
+    A publisher retrying a cast whose confirm was lost (its broker node
+    died) can put a request in the queue twice; two daemons, or two
+    threads of one, may then handle the copies at once. The one that
+    records its placement second backs off.
+    """
+
+    msg_fmt = "Instance %(uuid)s was placed meanwhile by another handler"
+
+
 class ConfigurationError(NovaSchedException):
     """A setting the daemon cannot run with (reported with exit code 2)."""
 

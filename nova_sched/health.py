@@ -14,6 +14,7 @@ every worker it started is alive and has written "ok" recently.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import threading
@@ -27,6 +28,34 @@ LOG = logging.getLogger(__name__)
 PROBE_INTERVAL = 5.0
 # A database probe taking longer than this counts as a failure when read.
 _PROBE_LATE = 3 * PROBE_INTERVAL
+
+
+class RecentEvents:
+    """What happened lately that an operator asks ``/healthz?verbose`` for:
+    a broker failover, publishes that waited for the broker, database
+    transactions retried. The same event repeated is counted, not listed
+    again."""
+
+    def __init__(self, keep: int = 20):
+        self._lock = threading.Lock()
+        self._events: collections.deque[list] = collections.deque(maxlen=keep)
+
+    def note(self, text: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._events and self._events[-1][0] == text:
+                self._events[-1][1] = now
+                self._events[-1][2] += 1
+            else:
+                self._events.append([text, now, 1])
+
+    def lines(self) -> list[str]:
+        """Each event, oldest first, with how long ago it last happened."""
+        now = time.monotonic()
+        with self._lock:
+            events = [tuple(event) for event in self._events]
+        return [f"{now - at:.0f} s ago: {text}" + (f" (x{count})" if count > 1 else "")
+                for text, at, count in events]
 
 
 class HealthMonitor:
@@ -100,10 +129,12 @@ class HealthMonitor:
 
 
 class WorkerHealthFiles:
-    """Each worker's verdict in a file of ``directory``, read by the parent."""
+    """Each worker's verdict in a file of ``directory``, read by the parent:
+    its first line the verdict, the others its recent events."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, details: Callable[[], list[str]] | None = None):
         self.directory = Path(directory)
+        self._details = details
 
     def _path(self, pid: int) -> Path:
         return self.directory / f"health-{pid}.txt"
@@ -112,8 +143,20 @@ class WorkerHealthFiles:
         """This worker's verdict now (atomically: a reader sees old or new)."""
         path = self._path(os.getpid())
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(reason or "ok")
+        lines = [reason or "ok", *(self._details() if self._details else [])]
+        tmp.write_text("\n".join(lines))
         os.replace(tmp, path)
+
+    def details(self, pids: Iterable[int]) -> list[str]:
+        """The workers' recent events, each line naming its worker."""
+        out = []
+        for pid in pids:
+            try:
+                lines = self._path(pid).read_text().splitlines()[1:]
+            except FileNotFoundError:
+                continue
+            out.extend(f"worker {pid}: {line}" for line in lines)
+        return out
 
     def reason(self, pids: Iterable[int]) -> str | None:
         """Why the workers ``pids`` are not all healthy; None when they are."""
@@ -125,7 +168,7 @@ class WorkerHealthFiles:
         for pid in pids:
             path = self._path(pid)
             try:
-                text = path.read_text().strip()
+                text = (path.read_text().splitlines() or [""])[0].strip()
                 age = now - path.stat().st_mtime
             except FileNotFoundError:
                 problems.append(f"worker {pid} has not reported its health yet")

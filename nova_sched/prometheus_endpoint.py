@@ -4,7 +4,9 @@ Served when ``[prometheus] enabled`` is true, on ``[prometheus] host`` and
 ``port``, by a small threaded HTTP server inside the daemon (the parent
 process, with several workers). ``/metrics`` is prometheus_client's text
 format; ``/healthz`` answers 200 and ``ok`` while the daemon is healthy,
-503 and a one-line reason otherwise (``health``).
+503 and a one-line reason otherwise (``health``); ``/healthz?verbose``
+adds, line by line, what happened lately (``details``: a broker failover,
+publishes that waited for the broker, database transactions retried).
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ class PrometheusEndpoint:
     """Serves ``registry`` on /metrics and ``health()`` on /healthz.
 
     ``before_scrape`` runs before each /metrics answer (sampling gauges);
-    ``health`` returns None when healthy, else the reason.
+    ``health`` returns None when healthy, else the reason; ``details``
+    the lines ``/healthz?verbose`` adds.
     """
 
     def __init__(self, host: str, port: int, registry: CollectorRegistry,
                  health: Callable[[], str | None],
-                 before_scrape: Callable[[], None] | None = None):
+                 before_scrape: Callable[[], None] | None = None,
+                 details: Callable[[], list[str]] | None = None):
         self.registry = registry
         self.health = health
         self.before_scrape = before_scrape
+        self.details = details
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -69,7 +74,7 @@ class PrometheusEndpoint:
         self._server.socket.close()
 
     def _answer(self, request: BaseHTTPRequestHandler) -> None:
-        path = request.path.split("?", 1)[0]
+        path, _, query = request.path.partition("?")
         try:
             if path == "/metrics":
                 if self.before_scrape is not None:
@@ -78,7 +83,10 @@ class PrometheusEndpoint:
             elif path == "/healthz":
                 reason = self.health()
                 status = 200 if reason is None else 503
-                body = f"{reason or 'ok'}\n".encode()
+                lines = [reason or "ok"]
+                if "verbose" in query.split("&") and self.details is not None:
+                    lines += self.details() or ["nothing happened lately"]
+                body = ("\n".join(lines) + "\n").encode()
                 ctype = "text/plain; charset=utf-8"
             else:
                 status, ctype, body = 404, "text/plain; charset=utf-8", b"not found: try /metrics or /healthz\n"

@@ -27,15 +27,15 @@ SLOW = 2.0
 class PublishWatch:
     """The publishes in flight in one process, and the slow ones' count.
 
-    ``on_slow(seconds)`` is told of each publish that took longer than
-    ``SLOW`` once it is through.
+    Each of ``on_slow``'s callbacks is told ``(what, seconds)`` of each
+    publish that took longer than ``SLOW`` once it is through.
     """
 
-    def __init__(self, on_slow: Callable[[float], None] | None = None):
+    def __init__(self, on_slow: Callable[[str, float], None] | None = None):
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._in_flight: dict[int, tuple[str, float]] = {}
-        self._on_slow = on_slow
+        self.on_slow: list[Callable[[str, float], None]] = [on_slow] if on_slow else []
 
     @contextlib.contextmanager
     def publishing(self, what: str) -> Iterator[None]:
@@ -52,8 +52,8 @@ class PublishWatch:
             took = time.monotonic() - started
             if took > SLOW:
                 LOG.warning("Publishing %s waited %.1f s for the broker", what, took)
-                if self._on_slow is not None:
-                    self._on_slow(took)
+                for callback in self.on_slow:
+                    callback(what, took)
 
     def problem(self) -> str | None:
         """The oldest publish waiting longer than ``SLOW``, or None."""

@@ -15,8 +15,9 @@ from nova_sched import exception, rpc
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
-from nova_sched.health import HealthMonitor, WorkerHealthFiles
+from nova_sched.health import HealthMonitor, RecentEvents, WorkerHealthFiles
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
+from nova_sched.publish_watch import SLOW as PUBLISH_SLOW
 from nova_sched.scheduler import claim_stores
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
@@ -66,7 +67,11 @@ class SchedulerService:
         self.manager = SchedulerManager(self.transport, self.notification_transport,
                                         metrics=self.metrics)
         self.poison_guard = PoisonGuard(self.manager)
-        db_api.add_retry_listener(self.metrics.database_retry)
+        # What /healthz?verbose tells of lately: failovers, slow publishes,
+        # database retries.
+        self.events = RecentEvents()
+        self.manager.publishes.on_slow.append(self._slow_publish)
+        db_api.add_retry_listener(self._database_retry)
         self._worker_health_dir = worker_health_dir
         self.health: HealthMonitor | None = None
         self.endpoint: PrometheusEndpoint | None = None
@@ -88,7 +93,7 @@ class SchedulerService:
             # configuration error, not a daemon without its endpoint.
             ProcessCollector(registry=self.metrics.registry)
             self.endpoint = open_endpoint(self.metrics.registry, self._health_reason,
-                                          self.sample_metrics)
+                                          self.sample_metrics, self.events.lines)
         self.manager.host_manager.full_resync()
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
@@ -99,12 +104,13 @@ class SchedulerService:
                                     threads=CONF.scheduler.request_threads,
                                     on_backlog=self.manager.host_manager.set_report_lag,
                                     guard=self.poison_guard,
-                                    on_reconnect=self.metrics.reconnected)
+                                    on_reconnect=self._reconnected)
         self.server.start()
         if CONF.prometheus.enabled:
             on_probe = [lambda _reason: self.sample_metrics()]
             if self._worker_health_dir is not None:
-                on_probe.append(WorkerHealthFiles(self._worker_health_dir).write)
+                on_probe.append(WorkerHealthFiles(self._worker_health_dir,
+                                                  self.events.lines).write)
             server = self.server
             self.health = HealthMonitor(
                 lambda: server.problem() or self.manager.problem(), db_api.ping,
@@ -118,6 +124,19 @@ class SchedulerService:
         LOG.info("nova-sched %s consuming topic %s (exchange %s), driver %s",
                  CONF.host, CONF.scheduler_topic, CONF.control_exchange,
                  CONF.scheduler.driver)
+
+    def _reconnected(self, seconds_away: float, through: str) -> None:
+        self.metrics.reconnected(seconds_away)
+        self.events.note(f"broker connection lost; consuming again through "
+                         f"{through} after {seconds_away:.1f} s")
+
+    def _slow_publish(self, what: str, seconds: float) -> None:
+        self.events.note(f"a publish waited more than {PUBLISH_SLOW:.0f} s for "
+                         f"the broker ({what}, {seconds:.1f} s)")
+
+    def _database_retry(self, reason: str) -> None:
+        self.metrics.database_retry(reason)
+        self.events.note(f"database transaction retried: {reason}")
 
     def _health_reason(self) -> str | None:
         if self.health is None:
@@ -164,16 +183,18 @@ class SchedulerService:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()
         self.manager.host_manager.source.stop()
-        db_api.remove_retry_listener(self.metrics.database_retry)
+        db_api.remove_retry_listener(self._database_retry)
         LOG.info("nova-sched %s stopped", CONF.host)
 
 
-def open_endpoint(registry, health, before_scrape=None) -> PrometheusEndpoint:
+def open_endpoint(registry, health, before_scrape=None,
+                  details=None) -> PrometheusEndpoint:
     """The /metrics and /healthz endpoint on ``[prometheus] host`` and
     ``port`` (not yet serving); ConfigurationError if it cannot listen."""
     host, port = CONF.prometheus.host, CONF.prometheus.port
     try:
-        return PrometheusEndpoint(host, port, registry, health, before_scrape)
+        return PrometheusEndpoint(host, port, registry, health, before_scrape,
+                                  details)
     except OSError as err:
         raise exception.ConfigurationError(
             f"cannot serve [prometheus] on {host}:{port}: {err.strerror or err}")

@@ -97,7 +97,8 @@ def _run_workers(count: int) -> int:
             return files.reason(children)
 
         try:
-            endpoint = open_endpoint(registry, _health)
+            endpoint = open_endpoint(registry, _health,
+                                     details=lambda: files.details(children))
         except exception.ConfigurationError as err:
             shutil.rmtree(metrics_dir, ignore_errors=True)
             return _refuse(err)

@@ -99,20 +99,27 @@ _SET_PLACEMENT = (
     .values(host=sa.bindparam("b_host"), node=sa.bindparam("b_node"),
             scheduled_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now"),
             launch_index=sa.bindparam("b_index")))
+# The record changes only if it still names the host the decision started
+# from: the database's row lock makes one of two concurrent handlers of the
+# same instance (a request published twice) lose.
+_SET_FIRST_PLACEMENT = _SET_PLACEMENT.where(_INSTANCES.c.host.is_(None))
+_SET_PLACEMENT_FROM = _SET_PLACEMENT.where(_INSTANCES.c.host == sa.bindparam("b_prev"))
 
 
 @db_api.retry_on_disconnect
 def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           disk_mb: int, ratios: Mapping[str, float],
-          placement: tuple[str, str, int] | None = None) -> None:
+          placement: tuple[str, str, int, str | None] | None = None) -> None:
     """Take the resources on the node or raise ClaimFailed.
 
     ``ratios`` maps each resource's name to the allocation ratio the
     decision judged the node by. With ``placement`` (host, node,
-    launch_index) the instance row records where it goes in the same
-    transaction. An instance holds at most one allocation: a previous one
-    (a request delivered twice, or a retry whose release was lost) is
-    replaced in the same transaction.
+    launch_index, previous host) the instance row records where it goes
+    in the same transaction, if it still names the previous host (None:
+    none); AlreadyPlaced if another handler placed it meanwhile. An
+    instance holds at most one allocation: a previous one (a request
+    delivered twice, or a retry whose release was lost) is replaced in the
+    same transaction.
     """
     now = db_api.utcnow()
     with db_api.transaction() as conn:
@@ -135,10 +142,17 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
             "created_at": now,
         })
         if placement is not None:
-            host, node, launch_index = placement
-            conn.execute(_SET_PLACEMENT, {"b_uuid": instance_uuid, "b_host": host,
-                                          "b_node": node, "b_now": now,
-                                          "b_index": launch_index})
+            host, node, launch_index, previous = placement
+            values = {"b_uuid": instance_uuid, "b_host": host, "b_node": node,
+                      "b_now": now, "b_index": launch_index}
+            if previous is None:
+                placed = conn.execute(_SET_FIRST_PLACEMENT, values).rowcount
+            else:
+                placed = conn.execute(_SET_PLACEMENT_FROM,
+                                      dict(values, b_prev=previous)).rowcount
+            if placed != 1:
+                # Leaving by an exception rolls the claim back.
+                raise exception.AlreadyPlaced(uuid=instance_uuid)
 
 
 @db_api.retry_on_disconnect

@@ -129,8 +129,14 @@ class SchedulingCycle:
                     if selections:
                         yield Outcome(uuid, selections)
                         continue
-                yield Outcome(uuid, self._place(context, spec, group, uuid, index,
-                                                boot, alternates, events))
+                yield Outcome(uuid, self._place(
+                    context, spec, group, uuid, index, boot, alternates, events,
+                    previous_host=where.host if where is not None else None))
+            except exception.AlreadyPlaced:
+                LOG.info("Instance %s was placed meanwhile by another handler of "
+                         "this request (it was published twice); leaving it to "
+                         "that one", uuid)
+                yield Outcome(uuid)
             except exception.DatabaseUnavailable:
                 raise
             except Exception as err:
@@ -182,15 +188,15 @@ class SchedulingCycle:
 
     # -- one instance -------------------------------------------------------
     def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
-               boot: BootArgs | None, alternates: int, events=None
-               ) -> list[Selection]:
+               boot: BootArgs | None, alternates: int, events=None,
+               previous_host: str | None = None) -> list[Selection]:
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
         started = time.perf_counter()
         try:
             selections = self._claim_best(spec, group, uuid, placement_index,
-                                          alternates)
+                                          alternates, previous_host)
         finally:
             elapsed = time.perf_counter() - started
             self.stats.record(elapsed)
@@ -233,7 +239,8 @@ class SchedulingCycle:
                 held = self.driver.selection(cycle, row)
             claim = self.claim_for(spec, uuid, held)
             try:
-                self.claims.claim(claim, Placement(held.host, held.nodename, index))
+                self.claims.claim(claim, Placement(held.host, held.nodename, index,
+                                                   where.host))
             except exception.ClaimFailed:
                 LOG.warning("Instance %s held a claim on %s/%s that cannot be taken "
                             "again; placing it anew", uuid, held.host, held.nodename)
@@ -279,8 +286,8 @@ class SchedulingCycle:
             self.claim_for(spec, uuid, selection))
         return selection
 
-    def _claim_best(self, spec, group, uuid, placement_index, alternates
-                    ) -> list[Selection]:
+    def _claim_best(self, spec, group, uuid, placement_index, alternates,
+                    previous_host: str | None = None) -> list[Selection]:
         """Step 4: take the best node in memory, then claim it in the database.
 
         As kube-scheduler "assumes" a pod before binding it, the decision
@@ -320,7 +327,7 @@ class SchedulingCycle:
                     # instance sees it, as nova does.
                     return [chosen] + rest
             placement = None if placement_index is None else Placement(
-                chosen.host, chosen.nodename, placement_index)
+                chosen.host, chosen.nodename, placement_index, previous_host)
             try:
                 self.claims.claim(claim, placement)
                 self.host_manager.source.note_confirmed(claim)

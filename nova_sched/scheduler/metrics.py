@@ -113,7 +113,7 @@ class SchedulerMetrics:
         self.broker_reconnects.inc()
         self.broker_away_seconds.inc(seconds_away)
 
-    def slow_publish(self, _seconds: float) -> None:
+    def slow_publish(self, _what: str, _seconds: float) -> None:
         self.slow_publishes.inc()
 
     # -- sampled state -------------------------------------------------------------

@@ -275,16 +275,17 @@ class TopicConsumer:
     one they are handled like any other. A redelivered message of an
     inline method (a compute report) is dropped: the node's next report
     supersedes it, and it may be what killed the daemon.
-    ``on_reconnect(seconds)`` is told each time the consumer is back on
-    the broker after losing it (a node died: oslo's connection fails over
-    to the next), with the seconds it was away.
+    ``on_reconnect(seconds, through)`` is told each time the consumer is
+    back on the broker after losing it (a node died: oslo's connection
+    fails over to the next), with the seconds it was away and the node
+    (``host:port``) it consumes through now.
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
                  serializer, inline: Iterable[str] = (), threads: int = 8,
                  on_backlog: Callable[[float], None] | None = None,
                  guard: RedeliveryGuard | None = None,
-                 on_reconnect: Callable[[float], None] | None = None):
+                 on_reconnect: Callable[[float, str], None] | None = None):
         if not supports(transport):
             raise exception.ConfigurationError(
                 "the scheduler daemon needs an AMQP transport (rabbit:// or "
@@ -457,17 +458,21 @@ class TopicConsumer:
         except Exception as err:
             LOG.debug("Stopping the consumer: %s", err)
 
+    def _kombu_connection(self):
+        """kombu's connection under oslo's (None before the first)."""
+        return getattr(getattr(self._conn, "connection", None), "connection", None)
+
     def _broker_connected(self):
         """The channel oslo's connection consumes on, when it is connected."""
-        kombu_conn = getattr(self._conn, "connection", None)
-        channel = getattr(self._conn, "channel", None)
+        kombu_conn = self._kombu_connection()
         try:
+            channel = self._conn.channel
             return channel if kombu_conn is not None and kombu_conn.connected else None
         except Exception:  # the transport's own check failing: not connected
             return None
 
     def _broker_address(self) -> str:
-        kombu_conn = getattr(self._conn, "connection", None)
+        kombu_conn = self._kombu_connection()
         host = getattr(kombu_conn, "hostname", None)
         port = getattr(kombu_conn, "port", None)
         return f"{host}:{port}" if host else "no broker yet"
@@ -500,7 +505,7 @@ class TopicConsumer:
                         "went back to the queue", self._target.topic,
                         self._broker_address(), away)
             if self._on_reconnect is not None:
-                self._on_reconnect(away)
+                self._on_reconnect(away, self._broker_address())
         self._seen_channel = channel
         self._seen_ok = now
 
@@ -734,7 +739,7 @@ class TopicConsumer:
             self._give_up(delivery, starts)
         else:
             if starts:
-                LOG.warning("Handling %s request %s delivered again (start %d of "
+                LOG.info("Handling %s request %s delivered again (start %d of "
                             "at most %d; broker's delivery count %s)",
                             delivery.method, message_id, starts, guard.limit(),
                             delivery.broker_count)

@@ -482,14 +482,18 @@ class HealthPoller:
 
 
 def daemons_with_endpoints(cloud: cloudlib.Cloud, names: tuple[str, ...],
-                           overrides: dict) -> tuple[Daemons, dict[str, int]]:
+                           overrides: dict, per_daemon: dict | None = None
+                           ) -> tuple[Daemons, dict[str, int]]:
     """Daemons of ``cloud``, each serving /metrics and /healthz on a port of
-    its own; (daemons, name -> port)."""
+    its own, with ``per_daemon[name]``'s options over ``overrides``;
+    (daemons, name -> port)."""
     daemons = Daemons(cloud, names, overrides)
     ports = {}
     for name in names:
         ports[name] = free_port()
         sections = {group: dict(values) for group, values in overrides.items()}
+        for group, values in ((per_daemon or {}).get(name) or {}).items():
+            sections.setdefault(group, {}).update(values)
         sections.setdefault("DEFAULT", {})["host"] = \
             f"{name}-{cloud.tag}".replace("_", "-")
         sections["prometheus"] = {"enabled": True, "port": ports[name]}

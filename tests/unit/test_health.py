@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from nova_sched.health import HealthMonitor, WorkerHealthFiles
+from nova_sched.health import HealthMonitor, RecentEvents, WorkerHealthFiles
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
 
 
@@ -136,3 +136,42 @@ def test_a_port_in_use_is_a_configuration_error(endpoint):
             open_endpoint(CollectorRegistry(), lambda: None)
     finally:
         CONF.clear_override("port", group="prometheus")
+
+
+def test_recent_events_count_repeats_and_keep_the_latest():
+    events = RecentEvents(keep=2)
+    assert events.lines() == []
+    events.note("broker connection lost; consuming again through 127.0.0.1:5682 "
+                "after 1.2 s")
+    events.note("database transaction retried: deadlock")
+    events.note("database transaction retried: deadlock")
+    lines = events.lines()
+    assert len(lines) == 2
+    assert lines[0].endswith("through 127.0.0.1:5682 after 1.2 s")
+    assert lines[1].endswith("database transaction retried: deadlock (x2)")
+    events.note("a third event")
+    assert "127.0.0.1:5682" not in " ".join(events.lines()), "only the latest kept"
+
+
+def test_healthz_verbose_adds_what_happened_lately(endpoint):
+    ep, state = endpoint
+    events = RecentEvents()
+    ep.details = events.lines
+    assert _get(ep.port, "/healthz?verbose")[::2] == (200, "ok\nnothing happened lately\n")
+    events.note("broker connection lost; consuming again through h:1 after 0.3 s")
+    status, _, body = _get(ep.port, "/healthz?verbose")
+    assert status == 200
+    first, second = body.splitlines()
+    assert first == "ok" and second.endswith("through h:1 after 0.3 s")
+    assert _get(ep.port, "/healthz")[::2] == (200, "ok\n"), "plain stays one line"
+
+
+def test_worker_files_carry_the_workers_recent_events(tmp_path):
+    events = RecentEvents()
+    files = WorkerHealthFiles(str(tmp_path), events.lines)
+    me = os.getpid()
+    events.note("database transaction retried: connection lost")
+    files.write(None)
+    assert files.reason([me]) is None, "the events are not the verdict"
+    (detail,) = files.details([me])
+    assert detail.startswith(f"worker {me}: ") and detail.endswith("connection lost")

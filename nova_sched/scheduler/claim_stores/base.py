@@ -55,11 +55,18 @@ class Claim:
 
 @dataclasses.dataclass(frozen=True)
 class Placement:
-    """Where an instance goes, recorded with its claim."""
+    """Where an instance goes, recorded with its claim.
+
+    ``previous_host`` is where the instance's record placed it when the
+    decision began (None: nowhere yet). The record is changed only if it
+    still says so; otherwise another handler of the same request placed
+    it meanwhile, and the claim fails with AlreadyPlaced.
+    """
 
     host: str
     node: str
     launch_index: int
+    previous_host: str | None = None
 
 
 class ClaimStore(Protocol):

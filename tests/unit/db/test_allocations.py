@@ -90,17 +90,40 @@ def test_usage_by_node_sums_claims_of_live_nodes(db):
 def test_a_claim_records_the_placement_in_the_same_transaction(db):
     node = _node("h1", memory_mb=1024)
     db_instances.ensure_instances(["fits", "too-big"], {})
-    db_allocations.claim("fits", node, 512, 1, 0, _RATIOS, placement=("h1", "h1", 3))
+    db_allocations.claim("fits", node, 512, 1, 0, _RATIOS, placement=("h1", "h1", 3, None))
     row = instance_row("fits")
     assert (row.host, row.node, row.launch_index) == ("h1", "h1", 3)
     assert row.scheduled_at is not None
 
     with pytest.raises(exception.ClaimFailed):
         db_allocations.claim("too-big", node, 4096, 1, 0, _RATIOS,
-                             placement=("h1", "h1", 0))
+                             placement=("h1", "h1", 0, None))
     row = instance_row("too-big")
     assert (row.host, row.node) == (None, None)
     assert db_allocations.held_on_host("h1") == {"fits": node}
+
+
+def test_a_second_handler_of_the_same_instance_backs_off(db):
+    """A request published twice (a publisher confirm lost in a broker
+    failover) handled by two daemons at once: both decided while the
+    instance had no host; the one recording its placement second fails
+    with AlreadyPlaced, and its claim is rolled back with it."""
+    first = _node("h1", memory_mb=1024)
+    second = _node("h2", memory_mb=1024)
+    db_instances.ensure_instances(["twice"], {})
+    db_allocations.claim("twice", first, 512, 1, 0, _RATIOS,
+                         placement=("h1", "h1", 0, None))
+    with pytest.raises(exception.AlreadyPlaced):
+        db_allocations.claim("twice", second, 512, 1, 0, _RATIOS,
+                             placement=("h2", "h2", 0, None))
+    row = instance_row("twice")
+    assert (row.host, row.node) == ("h1", "h1")
+    assert db_allocations.held_on_host("h1") == {"twice": first}
+    assert db_allocations.held_on_host("h2") == {}
+    # Claimed again where its record says it is (a recast after a crash).
+    db_allocations.claim("twice", first, 512, 1, 0, _RATIOS,
+                         placement=("h1", "h1", 0, "h1"))
+    assert db_allocations.held_on_host("h1") == {"twice": first}
 
 
 def test_the_guard_uses_the_ratios_the_decision_gives(db):

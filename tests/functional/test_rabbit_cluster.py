@@ -1,0 +1,264 @@
+"""A three-node RabbitMQ cluster on quorum queues: nodes die, nothing is lost.
+
+A private cluster (``clusters.RabbitCluster``, its own ports, beside the
+machine's own broker) serves a cloud of two scheduler daemons sharing a
+PostgreSQL database, a fleet of compute nodes played by the test (it
+reports them and records every ``run_instance`` cast to them) and a
+listener of the notifications. Every process names the three nodes in
+``transport_url`` with ``rabbit_quorum_queue = true`` and
+``kombu_failover_strategy = shuffle``, so the scheduler topic, the compute
+topics and ``notifications.info`` are quorum queues replicated on the
+three nodes.
+
+Three scenarios, one cluster (each on a vhost of its own):
+
+- the node leading the ``scheduler`` queue is SIGKILLed a moment into a
+  burst of 300 requests, then started again;
+- the node the daemons consume through is SIGKILLed mid-burst: their
+  connections fail over, ``/healthz`` says so meanwhile;
+- the whole cluster is stopped (gracefully) with requests queued and being
+  handled, and started again: the daemons reconnect by themselves.
+
+Each checks with ``scenario.Audit``: every instance placed once (or in
+ERROR with a fault), none claimed twice, no cast lost, a ``scheduled``
+notification for every placed instance, and prints the figures: requests
+sent, placed, lost, claimed twice, cast twice, the longest pause.
+A request in hand when its daemon's connection died is delivered again
+and, if it was claimed but not yet marked cast, recast to the same host:
+that is the one documented window (``SchedulingCycle._cast``), bounded by
+the request threads in hand.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+import cloudlib
+import clusters
+import scenario
+from scenario import ComputeFleet, idle_report, temporary_database
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REQUESTS = 300
+HOSTS = [f"rq-h{i:02d}" for i in range(10)]
+DAEMONS = ("sched-a", "sched-b")
+REQUEST_THREADS = 8
+SETTLE = 120
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not clusters.rabbitmq_available():
+        pytest.skip("RabbitMQ's server is not installed (apt-get install "
+                    "rabbitmq-server)")
+    with clusters.RabbitCluster(tmp_path_factory.mktemp("rabbit-cluster")) as c:
+        yield c
+
+
+class _Cloud:
+    """One scenario's cloud on its own vhost of the cluster."""
+
+    def __init__(self, cluster, workdir, name: str, db_url: str):
+        self.cluster = cluster
+        self.vhost = cluster.add_vhost(f"{name}_{uuid.uuid4().hex[:6]}")
+        self.cloud = cloudlib.Cloud(workdir, name)
+        rabbit = {"rabbit_quorum_queue": True,
+                  "kombu_failover_strategy": "shuffle",
+                  "rabbit_retry_interval": 1, "rabbit_retry_backoff": 1,
+                  "rabbit_interval_max": 2, "kombu_reconnect_delay": 0.5}
+        self.overrides = {
+            "DEFAULT": {"transport_url": cluster.url(vhost=self.vhost)},
+            "oslo_messaging_rabbit": rabbit,
+            "scheduler": {"request_threads": REQUEST_THREADS,
+                          "periodic_task_interval": 2}}
+        scenario.use_database(self.cloud, db_url, self.overrides)
+        self.fleet = ComputeFleet(self.cloud.config_file, self.cloud.scheduler_topic,
+                                  self.cloud.compute_topic,
+                                  {h: idle_report(h, 8, 16384, 400) for h in HOSTS})
+        self.daemons, self.ports = scenario.daemons_with_endpoints(
+            self.cloud, DAEMONS, self.overrides)
+        self.daemons.start_all()
+        self.fleet.register(self.cloud, HOSTS, 2.0, 2.5)
+        self.collector = cloudlib.NotificationCollector(self.cloud.config_file)
+        self.health = scenario.HealthPoller(self.ports).start()
+
+    def burst(self, count: int) -> list[tuple]:
+        flavor = cloudlib.named_flavor("m1.tiny")
+        return [cloudlib.havana_request(flavor) for _ in range(count)]
+
+    def cast(self, requests: list[tuple]) -> None:
+        for spec, fprops, _ in requests:
+            self.cloud.client.run_instance(cloudlib.request_context(), spec, fprops,
+                                           admin_password="cluster-secret")
+
+    def consumer_node(self) -> str | None:
+        """The node a consumer of the scheduler queue is connected through:
+        consumer -> its channel -> its connection -> the server port."""
+        node = next(n for n in self.cluster.node_names if self.cluster.is_running(n))
+
+        def listed(*args):
+            return json.loads(self.cluster.ctl(node, *args, "-p", self.vhost,
+                                               "--formatter", "json") or "[]")
+
+        channels = [row["channel_pid"] for row in listed(
+            "list_consumers", "queue_name", "channel_pid")
+            if row["queue_name"] == self.cloud.scheduler_topic]
+        connections = {row["pid"]: row["connection"]
+                       for row in listed("list_channels", "pid", "connection")}
+        ports = {row["pid"]: row["port"]
+                 for row in listed("list_connections", "pid", "port")}
+        for channel in channels:
+            port = ports.get(connections.get(channel))
+            for name in self.cluster.node_names:
+                if self.cluster.port_of(name) == port:
+                    return name
+        return None
+
+    def audit(self, name: str, uuids: list[str], burst_start: float,
+              wait_for: set[str] | None = None) -> scenario.Audit:
+        rows, casts, took = scenario.wait_settled(self.cloud, self.fleet, uuids, SETTLE)
+        placed = {u for u in uuids if (rows.get(u) or {}).get("host")
+                  and rows[u]["vm_state"] != "error"}
+        try:
+            cloudlib.wait_until(
+                lambda: scenario.scheduled_instances(self.collector) >= placed,
+                30, 0.3, "a scheduled notification for every placed instance")
+        except TimeoutError:
+            pass  # the audit names the missing ones
+        audit = scenario.Audit(self.cloud, self.fleet, uuids, rows, casts,
+                               scenario.scheduled_instances(self.collector),
+                               (burst_start, time.monotonic()))
+        reconnects = {n: scenario.metric_total(p, "nova_sched_broker_reconnects_total")
+                      for n, p in self.ports.items()}
+        print("\n" + audit.line(name) + f" settled_in={took:.1f}s "
+              f"reconnects={reconnects} unhealthy={self.health.reasons(burst_start)[:4]}",
+              flush=True)
+        return audit
+
+    def check(self, audit: scenario.Audit) -> None:
+        problems = audit.problems(cast_twice_allowed=REQUEST_THREADS * len(DAEMONS))
+        assert not problems, "\n".join(problems) + "\n" + scenario.evidence(
+            self.cloud, DAEMONS, audit.rows, audit.casts, {},
+            audit.lost + audit.unannounced)
+        assert not audit.errors, {u: audit.faults[u] for u in audit.errors[:5]}
+        assert all(self.daemons.alive().values()), self.daemons.alive()
+        for name in DAEMONS:
+            log = self.cloud.log_text(name)
+            assert "Could not send notification" not in log
+            assert "cluster-secret" not in log
+
+    def close(self) -> None:
+        self.health.stop()
+        self.collector.close()
+        self.fleet.close()
+        self.cloud.close()
+
+
+def _cast_in_background(cloud: _Cloud, requests) -> threading.Thread:
+    thread = threading.Thread(target=cloud.cast, args=(requests,), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_scheduler_queue_leader_killed_mid_burst(cluster, workdir, rabbitmq):
+    with temporary_database("postgresql") as db_url:
+        c = _Cloud(cluster, workdir("rq-leader"), "rqleader", db_url)
+        try:
+            leader = cluster.leader_of(c.cloud.scheduler_topic, c.vhost)
+            assert leader, "the scheduler queue should be a quorum queue with a leader"
+            requests = c.burst(REQUESTS)
+            uuids = [u for _, _, (u,) in requests]
+            burst_start = time.monotonic()
+            sender = _cast_in_background(c, requests)
+            cloudlib.wait_until(lambda: c.fleet.count() >= REQUESTS // 5, 60, 0.05,
+                                "a fifth of the burst placed")
+            killed_at = time.monotonic()
+            cluster.kill(leader)
+            sender.join(120)
+            assert not sender.is_alive(), "casting the burst never finished"
+            audit = c.audit("rabbit-leader-killed", uuids, burst_start)
+            new_leader = cluster.leader_of(c.cloud.scheduler_topic, c.vhost)
+            cluster.start_node(leader)
+            print(f"leader {leader} killed {killed_at - burst_start:.2f}s into the "
+                  f"burst; new leader {new_leader}", flush=True)
+            c.check(audit)
+            assert new_leader and new_leader != leader
+            assert audit.longest_pause < 20, audit.longest_pause
+            # Back in the cluster, the node takes part again: a request after.
+            (spec, fprops, (last,)), = c.burst(1)
+            c.cast([(spec, fprops, [last])])
+            cloudlib.wait_until(lambda: scenario.settled(
+                c.cloud.instances([last]), c.fleet.snapshot(), last), 30, 0.2,
+                "a request after the node came back")
+        finally:
+            c.close()
+
+
+def test_the_node_the_daemons_consume_through_killed_mid_burst(cluster, workdir,
+                                                               rabbitmq):
+    with temporary_database("postgresql") as db_url:
+        c = _Cloud(cluster, workdir("rq-conn"), "rqconn", db_url)
+        try:
+            node = c.consumer_node()
+            assert node in cluster.node_names, node
+            requests = c.burst(REQUESTS)
+            uuids = [u for _, _, (u,) in requests]
+            burst_start = time.monotonic()
+            sender = _cast_in_background(c, requests)
+            cloudlib.wait_until(lambda: c.fleet.count() >= REQUESTS // 3, 60, 0.05,
+                                "a third of the burst placed")
+            cluster.kill(node)
+            sender.join(120)
+            audit = c.audit("rabbit-consumer-node-killed", uuids, burst_start)
+            cluster.start_node(node)
+            c.check(audit)
+            assert audit.longest_pause < 20, audit.longest_pause
+            reconnects = sum(scenario.metric_total(p, "nova_sched_broker_reconnects_total")
+                             for p in c.ports.values())
+            assert reconnects >= 1, "a daemon's consumer should have failed over"
+            for name, port in c.ports.items():
+                cloudlib.wait_until(lambda p=port: scenario.http_get(p, "/healthz")[0]
+                                    == 200, 30, 0.2, f"{name} healthy again")
+            # Failing over takes a fraction of a second: /healthz may never
+            # have been polled meanwhile, but its verbose form tells.
+            said = " ".join(scenario.http_get(p, "/healthz?verbose")[1]
+                            for p in c.ports.values())
+            print(f"/healthz?verbose: {said!r}; while failing over: "
+                  f"{c.health.reasons(burst_start)[:4]}", flush=True)
+            assert "broker connection lost; consuming again through" in said, said
+        finally:
+            c.close()
+
+
+def test_the_whole_cluster_stopped_and_started_with_requests_queued(
+        cluster, workdir, rabbitmq):
+    with temporary_database("postgresql") as db_url:
+        c = _Cloud(cluster, workdir("rq-all"), "rqall", db_url)
+        try:
+            requests = c.burst(150)
+            uuids = [u for _, _, (u,) in requests]
+            burst_start = time.monotonic()
+            c.cast(requests)
+            cloudlib.wait_until(lambda: c.fleet.count() >= 20, 60, 0.05,
+                                "the first requests placed")
+            stopped_at = time.monotonic()
+            cluster.stop_all()
+            down_s = time.monotonic() - stopped_at
+            time.sleep(2)
+            cluster.start_all()
+            up_at = time.monotonic()
+            audit = c.audit("rabbit-whole-cluster-restart", uuids, burst_start)
+            print(f"cluster stopped in {down_s:.1f}s, back after "
+                  f"{up_at - stopped_at:.1f}s", flush=True)
+            c.check(audit)
+            for name, port in c.ports.items():
+                cloudlib.wait_until(lambda p=port: scenario.http_get(p, "/healthz")[0]
+                                    == 200, 60, 0.2, f"{name} healthy again")
+        finally:
+            c.close()
