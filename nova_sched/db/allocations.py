@@ -17,6 +17,7 @@ affinity filters and server groups follow, and each node's summed claims
 
 from __future__ import annotations
 
+import uuid as uuid_lib
 from typing import Any, Iterable, Mapping
 
 import sqlalchemy as sa
@@ -106,7 +107,6 @@ _SET_FIRST_PLACEMENT = _SET_PLACEMENT.where(_INSTANCES.c.host.is_(None))
 _SET_PLACEMENT_FROM = _SET_PLACEMENT.where(_INSTANCES.c.host == sa.bindparam("b_prev"))
 
 
-@db_api.retry_on_disconnect
 def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           disk_mb: int, ratios: Mapping[str, float],
           placement: tuple[str, str, int, str | None] | None = None) -> None:
@@ -120,10 +120,24 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
     instance holds at most one allocation: a previous one (a request
     delivered twice, or a retry whose release was lost) is replaced in the
     same transaction.
+
+    Safe to run again when its COMMIT's outcome was lost (a database node
+    died under it): the second run finds the row the first one wrote and
+    does nothing more.
     """
+    _claim(uuid_lib.uuid4().hex, instance_uuid, node_id, memory_mb, vcpus,
+           disk_mb, ratios, placement)
+
+
+@db_api.retry_on_disconnect
+def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
+           vcpus: int, disk_mb: int, ratios: Mapping[str, float],
+           placement: tuple[str, str, int, str | None] | None) -> None:
     now = db_api.utcnow()
     with db_api.transaction() as conn:
         previous = conn.execute(_ALLOCATIONS_OF_ONE, {"uuid": instance_uuid}).all()
+        if any(row.claim_token == token for row in previous):
+            return  # this very call committed before its answer was lost
         if previous:
             _release_rows(conn, previous)
         params = {
@@ -139,7 +153,7 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
         conn.execute(_INSERT_ALLOCATION, {
             "instance_uuid": instance_uuid, "compute_node_id": node_id,
             "memory_mb": memory_mb, "vcpus": vcpus, "disk_mb": disk_mb,
-            "created_at": now,
+            "created_at": now, "claim_token": token,
         })
         if placement is not None:
             host, node, launch_index, previous = placement

@@ -217,6 +217,9 @@ class Allocation(Base):
     vcpus: Mapped[int] = mapped_column(Integer)
     disk_mb: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    # Names the claim call that wrote the row: a claim run again after a
+    # COMMIT whose outcome was lost finds its own row and stops there.
+    claim_token: Mapped[str | None] = mapped_column(String(32))
 
 
 class Aggregate(Base):

@@ -42,7 +42,9 @@ def use_database(cloud: cloudlib.Cloud, url: str, overrides: dict | None = None,
 
     cloud.db_url = url
     cloud.write_config(cloud.config_file, overrides)
-    cloud._engine = sa.create_engine(query_url or url)
+    # Checked out connections are tested first: a database node killed by
+    # the test leaves the pool's connections dead.
+    cloud._engine = sa.create_engine(query_url or url, pool_pre_ping=True)
     cloud.db_sync()
 
 
@@ -242,11 +244,17 @@ def wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
     """Until every instance is settled (``done(rows, casts, uuid)``, by
     default ``settled``) or ``timeout`` passes, then ``grace`` seconds more
     for a late cast still on its way: (rows, casts, seconds it took)."""
+    import sqlalchemy as sa
+
     done = done or settled
     started = time.monotonic()
     deadline = started + timeout
     while True:
-        rows = cloud.instances(uuids)
+        try:
+            rows = cloud.instances(uuids)
+        except sa.exc.OperationalError:  # the test's database node just died
+            time.sleep(0.3)
+            continue
         casts = fleet.snapshot()
         if all(done(rows, casts, u) for u in uuids) or time.monotonic() > deadline:
             break

@@ -141,3 +141,19 @@ def test_the_guard_uses_the_ratios_the_decision_gives(db):
     with pytest.raises(exception.ClaimFailed):
         db_allocations.claim("e", node, 0, 0, 5121, dict(dense, disk=0.5))
     db_allocations.claim("f", node, 0, 1, 5120, dict(dense, vcpu=1.0, disk=0.5))
+
+
+def test_a_claim_run_again_after_its_commit_was_lost_changes_nothing(db):
+    """A Galera node dies under a COMMIT that did commit: the retry of the
+    same claim call finds the row it wrote, neither counts it twice nor
+    takes the instance for one placed by another handler."""
+    node = _node("h1", memory_mb=1024)
+    db_instances.ensure_instances(["lost-commit"], {})
+    args = ("lost-commit", node, 512, 1, 0, _RATIOS, ("h1", "h1", 0, None))
+    db_allocations._claim("token-1", *args)
+    db_allocations._claim("token-1", *args)  # the retry
+    assert db_allocations.held_on_host("h1") == {"lost-commit": node}
+    (usage,) = [u for u in db_allocations.usage_by_node() if u["host"] == "h1"]
+    assert usage["claimed"]["ram"] == 512 and usage["instances"] == 1
+    with pytest.raises(exception.AlreadyPlaced):  # a different call backs off
+        db_allocations._claim("token-2", *args)
