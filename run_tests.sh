@@ -36,6 +36,9 @@ python3 -m pip install -q -e '.[test]' </dev/null
 tools/ensure_rabbitmq.sh
 # The PostgreSQL and MariaDB tests use the local servers when installed.
 tools/ensure_databases.sh
+# The cluster scenarios run private RabbitMQ and Galera clusters and an
+# haproxy of their own (tests/functional/clusters.py).
+tools/ensure_cluster_packages.sh
 # Today's nova, in a venv of its own (it pins its own dependencies), for the
 # test where nova's SchedulerAPI calls the daemon (tests/functional/
 # test_nova_client.py), and with the Placement of the same release for the

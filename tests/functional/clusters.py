@@ -81,7 +81,7 @@ def galera_available() -> bool:
 
 
 def haproxy_available() -> bool:
-    """Whether an haproxy binary is installed (tools/ensure_haproxy.sh)."""
+    """Whether an haproxy binary is installed (tools/ensure_cluster_packages.sh)."""
     return _haproxy_binary() is not None
 
 
@@ -1157,7 +1157,7 @@ class GaleraCluster:
             return self.haproxy_port
         binary = _haproxy_binary()
         if binary is None:
-            raise ClusterError("no haproxy binary: run tools/ensure_haproxy.sh")
+            raise ClusterError("no haproxy binary: run tools/ensure_cluster_packages.sh")
         hadir = self.root / "haproxy"
         hadir.mkdir(exist_ok=True)
         lines = ["global", "    maxconn 2000", f"    pidfile {hadir / 'haproxy.pid'}"]

@@ -47,7 +47,7 @@ def galera(tmp_path_factory):
         pytest.skip("MariaDB's server with galera-4 is not installed "
                     "(apt-get install mariadb-server galera-4 rsync)")
     if not clusters.haproxy_available():
-        pytest.skip("haproxy is not installed (tools/ensure_haproxy.sh)")
+        pytest.skip("haproxy is not installed (tools/ensure_cluster_packages.sh)")
     with clusters.GaleraCluster(tmp_path_factory.mktemp("galera")) as g:
         g.start_haproxy()
         yield g

@@ -34,6 +34,7 @@ DEVSTACK_EXCLUDES = "SC2034,SC1090,SC1091"
 KNOWN = {
     "run_tests.sh",
     ".ci/run",
+    "tools/ensure_cluster_packages.sh",
     "tools/ensure_databases.sh",
     "tools/ensure_rabbitmq.sh",
     "tools/generate_config_sample.sh",
