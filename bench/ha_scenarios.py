@@ -1,0 +1,97 @@
+"""The HA scenarios, run N times: what each lost, claimed or cast twice.
+
+Runs the cluster scenario tests (a RabbitMQ cluster node killed mid-burst,
+the whole cluster restarted, a poison request among good ones, a Galera
+node killed mid-burst, writers on two Galera nodes) ``--runs`` times, and
+prints, per scenario over all runs: requests sent, placed, in ERROR, lost,
+claimed twice, cast twice (to the same node: the documented window), and
+the longest pause between two casts during a burst. A run whose tests
+failed is counted and its pytest summary shown.
+
+    python bench/ha_scenarios.py --runs 5
+    python bench/ha_scenarios.py --runs 2 --only rabbit
+
+Each run starts its own clusters (about 15 s each) and takes about four
+minutes on two cores; the machine's own RabbitMQ, MariaDB and PostgreSQL
+must run (the tests use them beside their private clusters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MODULES = {
+    "rabbit": "tests/functional/test_rabbit_cluster.py",
+    "poison": "tests/functional/test_poison_requests.py",
+    "galera": "tests/functional/test_galera_cluster.py",
+}
+LINE = re.compile(
+    r"^(?P<name>[a-z][\w-]*): sent=(?P<sent>\d+) placed=(?P<placed>\d+) "
+    r"error=(?P<error>\d+) lost=(?P<lost>\d+) claimed_twice=(?P<claimed_twice>\d+) "
+    r"cast_twice=(?P<cast_twice>\d+) longest_pause=(?P<pause>[\d.]+)s")
+COUNTS = ("sent", "placed", "error", "lost", "claimed_twice", "cast_twice")
+
+
+def _run_once(modules: list[str]) -> tuple[list[dict], str, int, float]:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *modules],
+        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    took = time.monotonic() - started
+    figures = []
+    for line in done.stdout.splitlines():
+        match = LINE.match(line.strip())
+        if match:
+            figures.append(match.groupdict())
+    summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    return figures, summary, done.returncode, took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", choices=sorted(MODULES), action="append",
+                        help="run only these modules (repeatable)")
+    args = parser.parse_args()
+    modules = [MODULES[name] for name in (args.only or MODULES)]
+    totals: dict[str, dict] = collections.defaultdict(
+        lambda: {"runs": 0, **{key: 0 for key in COUNTS}, "pauses": []})
+    failed = []
+    for number in range(1, args.runs + 1):
+        figures, summary, code, took = _run_once(modules)
+        print(f"run {number}: {summary} ({took:.0f} s)", flush=True)
+        if code != 0:
+            failed.append((number, summary))
+        for fig in figures:
+            total = totals[fig["name"]]
+            total["runs"] += 1
+            for key in COUNTS:
+                total[key] += int(fig[key])
+            total["pauses"].append(float(fig["pause"]))
+            print(f"  {fig['name']}: sent {fig['sent']}, placed {fig['placed']}, "
+                  f"error {fig['error']}, lost {fig['lost']}, claimed twice "
+                  f"{fig['claimed_twice']}, cast twice {fig['cast_twice']}, "
+                  f"longest pause {fig['pause']} s", flush=True)
+    print(f"\nover {args.runs} runs ({len(failed)} with a failed test):")
+    print(f"{'scenario':32} {'runs':>4} {'sent':>6} {'placed':>6} {'error':>5} "
+          f"{'lost':>4} {'claimed 2x':>10} {'cast 2x':>7} {'longest pause: median (max)':>28}")
+    for name, total in totals.items():
+        pauses = sorted(total["pauses"])
+        print(f"{name:32} {total['runs']:>4} {total['sent']:>6} {total['placed']:>6} "
+              f"{total['error']:>5} {total['lost']:>4} {total['claimed_twice']:>10} "
+              f"{total['cast_twice']:>7} "
+              f"{pauses[len(pauses) // 2]:>17.2f} s ({pauses[-1]:.2f} s)")
+    for number, summary in failed:
+        print(f"run {number} failed: {summary}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
