@@ -19,6 +19,7 @@ from nova_sched.db import models
 from nova_sched.scheduler.claims import Claim, Placement
 from tests.unit.scheduler.conftest import boot_request, compute_report
 from tests.unit.scheduler.conftest import claimed_memory as _claimed
+from tests.unit.scheduler.conftest import fault_messages as _faults
 from tests.unit.scheduler.conftest import instance_row as _instance
 
 
@@ -168,3 +169,92 @@ def test_a_cast_the_database_missed_is_recorded_not_sent_again(manager, ctxt,
     assert _instance(uuid).cast_at is not None
     assert len(_allocations(uuid)) == 1 and _claimed("big") == 1024
     assert _schedule_events(uuid) == ["Success"]
+
+
+def test_a_request_published_twice_and_handled_at_once_is_placed_once(manager, ctxt):
+    """A publisher whose confirm was lost in a broker failover sends the
+    request again; two handlers take the copies at once, both read the
+    instance unplaced. The one recording its placement second backs off:
+    no second claim, no cast elsewhere."""
+    from nova_sched.scheduler import request
+    from nova_sched.scheduler.cycle import BootArgs
+
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _run(manager, ctxt, spec)
+    (first,) = manager.cycle.compute_api.casts
+    # The second handler decided from what it read before the first placed
+    # the instance: nothing standing.
+    parsed = request.parse(copy.deepcopy(spec), {})
+    boot = BootArgs(None, [], None, True)
+    (outcome,) = list(manager.cycle.schedule(ctxt, parsed, boot, standing={}))
+
+    assert outcome.error is None and not outcome.selections
+    assert manager.cycle.compute_api.casts == [first], "cast once, to one node"
+    assert len(_allocations(uuid)) == 1
+    assert _instance(uuid).host == first["host"]
+    assert _claimed("big") + _claimed("small") == 1024
+
+
+def test_a_poison_request_given_up_fails_its_unplaced_instances(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    placed = boot_request(memory_mb=1024)
+    _run(manager, ctxt, placed)
+    spec = boot_request(memory_mb=1024, count=2)
+    # One of the poison request's instances was placed before a daemon died
+    # on the other: it is left where it is.
+    spec["instance_uuids"][0] = placed["instance_uuids"][0]
+    reason = "Request given up: a scheduler daemon died each of the 5 times"
+
+    manager.give_up(ctxt, {"request_spec": spec}, reason)
+
+    kept, failed = spec["instance_uuids"]
+    assert _instance(kept).vm_state != "error"
+    assert _instance(failed).vm_state == "error"
+    assert _faults(failed) == [reason]
+    assert _schedule_events(failed) == ["Error"]
+    assert len(manager.cycle.compute_api.casts) == 1
+
+
+def test_a_redelivered_request_runs_alone():
+    """_SoloGate: an alone() waits for the running shared() holders, and no
+    shared() starts while an alone() waits or runs."""
+    import threading
+    import time
+
+    from nova_sched.scheduler.topic_consumer import _SoloGate
+
+    gate = _SoloGate()
+    log = []
+    release_first = threading.Event()
+
+    def ordinary(name, hold=None):
+        with gate.shared():
+            log.append(f"{name} start")
+            if hold is not None:
+                hold.wait(5)
+            log.append(f"{name} end")
+
+    def redelivered():
+        with gate.alone():
+            log.append("solo start")
+            time.sleep(0.05)
+            log.append("solo end")
+
+    first = threading.Thread(target=ordinary, args=("first", release_first))
+    first.start()
+    while "first start" not in log:
+        time.sleep(0.001)
+    solo = threading.Thread(target=redelivered)
+    solo.start()
+    time.sleep(0.05)
+    later = threading.Thread(target=ordinary, args=("later",))
+    later.start()
+    time.sleep(0.05)
+    assert log == ["first start"], "solo waits for first; later waits for solo"
+    release_first.set()
+    for thread in (first, solo, later):
+        thread.join(5)
+    assert log == ["first start", "first end", "solo start", "solo end",
+                   "later start", "later end"]
