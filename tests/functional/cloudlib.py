@@ -106,14 +106,19 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
 
 # -- broker isolation ------------------------------------------------------
 def pid_alive(pid: int) -> bool:
-    """Whether a process of this pid exists (ours or not)."""
+    """Whether a process of this pid runs (ours or not); a zombie, dead but
+    not yet reaped by its parent, does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 # -- a server that can be taken away --------------------------------------

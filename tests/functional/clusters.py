@@ -47,6 +47,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from cloudlib import pid_alive
+
 __all__ = ["ClusterError", "GaleraCluster", "RabbitCluster", "CLUSTERS_ROOT",
            "rabbitmq_available", "galera_available", "haproxy_available"]
 
@@ -219,12 +221,12 @@ class _PortBlock:
             return
         killed = []
         for pid, started in left.get("procs", {}).items():
-            if _pid_alive(int(pid)) and _start_time(int(pid)) == started:
+            if pid_alive(int(pid)) and _start_time(int(pid)) == started:
                 with contextlib.suppress(OSError):
                     os.kill(int(pid), signal.SIGKILL)
                     killed.append(int(pid))
         deadline = time.monotonic() + 10
-        while any(_pid_alive(p) for p in killed) and time.monotonic() < deadline:
+        while any(pid_alive(p) for p in killed) and time.monotonic() < deadline:
             time.sleep(0.05)
         for d in left.get("dirs", []):
             if Path(d).parent == CLUSTERS_ROOT:
@@ -244,7 +246,7 @@ class _PortBlock:
         clean up if this process dies."""
         if pid is not None:
             # Forget the dead ones; keep the file small.
-            self._procs = {p: t for p, t in self._procs.items() if _pid_alive(p)}
+            self._procs = {p: t for p, t in self._procs.items() if pid_alive(p)}
             started = _start_time(pid)
             if started:
                 self._procs[pid] = started
@@ -260,21 +262,6 @@ class _PortBlock:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
                 os.close(self._fd)
             self._fd = None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is dead for our purposes.
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-    return True
 
 
 def _start_time(pid: int) -> str:
@@ -681,7 +668,7 @@ class RabbitCluster:
             pid = int(self.pid_file(node).read_text().strip())
         except (OSError, ValueError):
             return None
-        if not _pid_alive(pid) or f"-home {self._dir(node)} " not in _cmdline(pid) + " ":
+        if not pid_alive(pid) or f"-home {self._dir(node)} " not in _cmdline(pid) + " ":
             return None  # gone, or a stale pid file
         return pid
 
@@ -698,7 +685,7 @@ class RabbitCluster:
         else:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            _poll(lambda: not _pid_alive(pid), 10, f"{node} (pid {pid}) to die")
+            _poll(lambda: not pid_alive(pid), 10, f"{node} (pid {pid}) to die")
         _poll(lambda: not _port_open(self.port_of(node), 0.2), 10,
               f"port {self.port_of(node)} of {node} to close")
         if proc is not None:

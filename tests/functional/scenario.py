@@ -25,7 +25,7 @@ except ImportError:  # pytest run from elsewhere than the repository root
     sys.path.insert(0, str(cloudlib.REPO))
     from tests.db_backends import temporary_database
 
-__all__ = ["Audit", "ComputeFleet", "Daemons", "HealthPoller", "Supervisor",
+__all__ = ["Audit", "BurstCloud", "ComputeFleet", "Daemons", "HealthPoller", "Supervisor",
            "daemons_with_endpoints", "evidence", "free_port", "http_get",
            "idle_report", "metric_total", "node_limit", "scheduled_instances",
            "settled", "temporary_database", "use_database", "wait_settled"]
@@ -507,3 +507,59 @@ def daemons_with_endpoints(cloud: cloudlib.Cloud, names: tuple[str, ...],
         sections["prometheus"] = {"enabled": True, "port": ports[name]}
         cloud.write_config(daemons.configs[name], sections)
     return daemons, ports
+
+
+class BurstCloud:
+    """What the cluster scenarios share once their cloud is up: cast a
+    burst, settle and audit it, wait for the daemons' health.
+
+    A subclass sets ``cloud``, ``fleet``, ``daemons``, ``ports`` (daemon ->
+    its /healthz port), then calls ``watch()``.
+    """
+
+    cloud: cloudlib.Cloud
+    fleet: ComputeFleet
+    daemons: Daemons
+    ports: dict[str, int]
+
+    def watch(self) -> None:
+        """Start listening to notifications and polling /healthz."""
+        self.collector = cloudlib.NotificationCollector(self.cloud.config_file)
+        self.health = HealthPoller(self.ports).start()
+
+    def cast(self, requests, **extra) -> None:
+        for spec, fprops, _ in requests:
+            self.cloud.client.run_instance(cloudlib.request_context(), spec, fprops,
+                                           **extra)
+
+    def audit(self, name: str, uuids: list[str], burst_start: float,
+              timeout: float, metric: str) -> Audit:
+        """Settle the burst, wait for the notifications, audit, print the
+        figures with each daemon's total of ``metric``."""
+        rows, casts, took = wait_settled(self.cloud, self.fleet, uuids, timeout)
+        placed = {u for u in uuids if (rows.get(u) or {}).get("host")
+                  and rows[u]["vm_state"] != "error"}
+        try:
+            cloudlib.wait_until(lambda: scheduled_instances(self.collector) >= placed,
+                                30, 0.3, "a scheduled notification for every placed one")
+        except TimeoutError:
+            pass  # the audit names the missing ones
+        audit = Audit(self.cloud, self.fleet, uuids, rows, casts,
+                      scheduled_instances(self.collector),
+                      (burst_start, time.monotonic()))
+        totals = {n: metric_total(p, metric) for n, p in self.ports.items()}
+        print("\n" + audit.line(name) + f" settled_in={took:.1f}s {metric}={totals} "
+              f"unhealthy={self.health.reasons(burst_start)[:4]}", flush=True)
+        return audit
+
+    def wait_healthy(self, timeout: float = 60) -> None:
+        for name, port in self.ports.items():
+            cloudlib.wait_until(lambda p=port: http_get(p, "/healthz")[0] == 200,
+                                timeout, 0.2, f"{name} healthy again")
+
+    def close(self) -> None:
+        for closing in (getattr(self, "health", None), getattr(self, "collector", None),
+                        getattr(self, "fleet", None)):
+            if closing is not None:
+                (closing.stop if isinstance(closing, HealthPoller) else closing.close)()
+        self.cloud.close()

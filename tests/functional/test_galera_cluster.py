@@ -53,7 +53,7 @@ def galera(tmp_path_factory):
         yield g
 
 
-class _Cloud:
+class _Cloud(scenario.BurstCloud):
     """One scenario's cloud: its own database on the cluster."""
 
     def __init__(self, galera, workdir, name: str, hosts: dict[str, tuple],
@@ -78,35 +78,14 @@ class _Cloud:
             self.cloud, DAEMONS, self.overrides, per_daemon)
         self.daemons.start_all()
         self.fleet.register(self.cloud, list(hosts), 2.0, 2.5)
-        self.collector = cloudlib.NotificationCollector(self.cloud.config_file)
-        self.health = scenario.HealthPoller(self.ports).start()
+        self.watch()
 
-    def cast(self, requests) -> None:
-        for spec, fprops, _ in requests:
-            self.cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
+    def settle(self, name: str, uuids: list[str], burst_start: float,
+               timeout: float = 120) -> scenario.Audit:
+        return self.audit(name, uuids, burst_start, timeout,
+                          "nova_sched_database_retries_total")
 
-    def audit(self, name: str, uuids: list[str], burst_start: float,
-              timeout: float = 120) -> scenario.Audit:
-        rows, casts, took = scenario.wait_settled(self.cloud, self.fleet, uuids, timeout)
-        placed = {u for u in uuids if (rows.get(u) or {}).get("host")
-                  and rows[u]["vm_state"] != "error"}
-        try:
-            cloudlib.wait_until(
-                lambda: scenario.scheduled_instances(self.collector) >= placed,
-                30, 0.3, "a scheduled notification for every placed instance")
-        except TimeoutError:
-            pass
-        audit = scenario.Audit(self.cloud, self.fleet, uuids, rows, casts,
-                               scenario.scheduled_instances(self.collector),
-                               (burst_start, time.monotonic()))
-        retries = {n: scenario.metric_total(p, "nova_sched_database_retries_total")
-                   for n, p in self.ports.items()}
-        print("\n" + audit.line(name) + f" settled_in={took:.1f}s "
-              f"database_retries={retries} "
-              f"unhealthy={self.health.reasons(burst_start)[:3]}", flush=True)
-        return audit
-
-    def audit_on_node(self, node: int, uuids: list[str], name: str) -> scenario.Audit:
+    def audit_on_node(self, node: int, uuids: list[str]) -> scenario.Audit:
         """The same audit read straight from one node of the cluster."""
         engine = sa.create_engine(self.galera.url(node, self.database))
         kept = self.cloud._engine
@@ -119,12 +98,6 @@ class _Cloud:
         finally:
             self.cloud._engine = kept
             engine.dispose()
-
-    def close(self) -> None:
-        self.health.stop()
-        self.collector.close()
-        self.fleet.close()
-        self.cloud.close()
 
 
 def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
@@ -142,7 +115,7 @@ def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
         killed_at = time.monotonic()
         galera.kill(1)
         sender.join(60)
-        audit = c.audit("galera-active-node-killed", uuids, burst_start)
+        audit = c.settle("galera-active-node-killed", uuids, burst_start)
         print(f"node 1 killed {killed_at - burst_start:.2f}s into the burst", flush=True)
         problems = audit.problems(cast_twice_allowed=0)
         assert not problems, "\n".join(problems) + "\n" + scenario.evidence(
@@ -150,12 +123,12 @@ def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
         assert not audit.errors, {u: audit.faults[u] for u in audit.errors[:5]}
         assert audit.longest_pause < 20, audit.longest_pause
         for node in (2, 3):
-            on_node = c.audit_on_node(node, uuids, f"node {node}")
+            on_node = c.audit_on_node(node, uuids)
             assert not on_node.problems(), (node, on_node.problems())
             assert set(on_node.placed) == set(audit.placed), node
         assert all(c.daemons.alive().values()), c.daemons.alive()
         galera.start_node(1)
-        on_node = c.audit_on_node(1, uuids, "node 1 after rejoining")
+        on_node = c.audit_on_node(1, uuids)
         assert not on_node.problems() and set(on_node.placed) == set(audit.placed)
     finally:
         c.close()
@@ -173,7 +146,7 @@ def test_writers_on_different_nodes_conflict_and_are_retried(galera, workdir,
         uuids = [u for _, _, (u,) in requests]
         burst_start = time.monotonic()
         c.cast(requests)
-        audit = c.audit("galera-writers-on-two-nodes", uuids, burst_start, 60)
+        audit = c.settle("galera-writers-on-two-nodes", uuids, burst_start, 60)
         deadlocks = sum(
             scenario.metric_total(p, "nova_sched_database_retries_total")
             for p in c.ports.values())
@@ -185,7 +158,7 @@ def test_writers_on_different_nodes_conflict_and_are_retried(galera, workdir,
         assert all(m.startswith("No valid host") for m in audit.faults.values()), \
             audit.faults
         for node in (1, 2, 3):
-            on_node = c.audit_on_node(node, uuids, f"node {node}")
+            on_node = c.audit_on_node(node, uuids)
             assert not on_node.problems(), (node, on_node.problems())
         for name in DAEMONS:
             assert "Deadlock found" not in " ".join(

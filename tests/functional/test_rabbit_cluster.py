@@ -31,6 +31,7 @@ the request threads in hand.
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 import time
@@ -61,7 +62,7 @@ def cluster(tmp_path_factory):
         yield c
 
 
-class _Cloud:
+class _Cloud(scenario.BurstCloud):
     """One scenario's cloud on its own vhost of the cluster."""
 
     def __init__(self, cluster, workdir, name: str, db_url: str):
@@ -85,17 +86,14 @@ class _Cloud:
             self.cloud, DAEMONS, self.overrides)
         self.daemons.start_all()
         self.fleet.register(self.cloud, HOSTS, 2.0, 2.5)
-        self.collector = cloudlib.NotificationCollector(self.cloud.config_file)
-        self.health = scenario.HealthPoller(self.ports).start()
+        self.watch()
 
     def burst(self, count: int) -> list[tuple]:
         flavor = cloudlib.named_flavor("m1.tiny")
         return [cloudlib.havana_request(flavor) for _ in range(count)]
 
-    def cast(self, requests: list[tuple]) -> None:
-        for spec, fprops, _ in requests:
-            self.cloud.client.run_instance(cloudlib.request_context(), spec, fprops,
-                                           admin_password="cluster-secret")
+    def send(self, requests) -> None:
+        self.cast(requests, admin_password="cluster-secret")
 
     def consumer_node(self) -> str | None:
         """The node a consumer of the scheduler queue is connected through:
@@ -120,26 +118,9 @@ class _Cloud:
                     return name
         return None
 
-    def audit(self, name: str, uuids: list[str], burst_start: float,
-              wait_for: set[str] | None = None) -> scenario.Audit:
-        rows, casts, took = scenario.wait_settled(self.cloud, self.fleet, uuids, SETTLE)
-        placed = {u for u in uuids if (rows.get(u) or {}).get("host")
-                  and rows[u]["vm_state"] != "error"}
-        try:
-            cloudlib.wait_until(
-                lambda: scenario.scheduled_instances(self.collector) >= placed,
-                30, 0.3, "a scheduled notification for every placed instance")
-        except TimeoutError:
-            pass  # the audit names the missing ones
-        audit = scenario.Audit(self.cloud, self.fleet, uuids, rows, casts,
-                               scenario.scheduled_instances(self.collector),
-                               (burst_start, time.monotonic()))
-        reconnects = {n: scenario.metric_total(p, "nova_sched_broker_reconnects_total")
-                      for n, p in self.ports.items()}
-        print("\n" + audit.line(name) + f" settled_in={took:.1f}s "
-              f"reconnects={reconnects} unhealthy={self.health.reasons(burst_start)[:4]}",
-              flush=True)
-        return audit
+    def settle(self, name: str, uuids: list[str], burst_start: float) -> scenario.Audit:
+        return self.audit(name, uuids, burst_start, SETTLE,
+                          "nova_sched_broker_reconnects_total")
 
     def check(self, audit: scenario.Audit) -> None:
         problems = audit.problems(cast_twice_allowed=REQUEST_THREADS * len(DAEMONS))
@@ -153,15 +134,9 @@ class _Cloud:
             assert "Could not send notification" not in log
             assert "cluster-secret" not in log
 
-    def close(self) -> None:
-        self.health.stop()
-        self.collector.close()
-        self.fleet.close()
-        self.cloud.close()
-
 
 def _cast_in_background(cloud: _Cloud, requests) -> threading.Thread:
-    thread = threading.Thread(target=cloud.cast, args=(requests,), daemon=True)
+    thread = threading.Thread(target=cloud.send, args=(requests,), daemon=True)
     thread.start()
     return thread
 
@@ -182,7 +157,7 @@ def test_the_scheduler_queue_leader_killed_mid_burst(cluster, workdir, rabbitmq)
             cluster.kill(leader)
             sender.join(120)
             assert not sender.is_alive(), "casting the burst never finished"
-            audit = c.audit("rabbit-leader-killed", uuids, burst_start)
+            audit = c.settle("rabbit-leader-killed", uuids, burst_start)
             new_leader = cluster.leader_of(c.cloud.scheduler_topic, c.vhost)
             cluster.start_node(leader)
             print(f"leader {leader} killed {killed_at - burst_start:.2f}s into the "
@@ -192,7 +167,7 @@ def test_the_scheduler_queue_leader_killed_mid_burst(cluster, workdir, rabbitmq)
             assert audit.longest_pause < 20, audit.longest_pause
             # Back in the cluster, the node takes part again: a request after.
             (spec, fprops, (last,)), = c.burst(1)
-            c.cast([(spec, fprops, [last])])
+            c.send([(spec, fprops, [last])])
             cloudlib.wait_until(lambda: scenario.settled(
                 c.cloud.instances([last]), c.fleet.snapshot(), last), 30, 0.2,
                 "a request after the node came back")
@@ -215,16 +190,14 @@ def test_the_node_the_daemons_consume_through_killed_mid_burst(cluster, workdir,
                                 "a third of the burst placed")
             cluster.kill(node)
             sender.join(120)
-            audit = c.audit("rabbit-consumer-node-killed", uuids, burst_start)
+            audit = c.settle("rabbit-consumer-node-killed", uuids, burst_start)
             cluster.start_node(node)
             c.check(audit)
             assert audit.longest_pause < 20, audit.longest_pause
             reconnects = sum(scenario.metric_total(p, "nova_sched_broker_reconnects_total")
                              for p in c.ports.values())
             assert reconnects >= 1, "a daemon's consumer should have failed over"
-            for name, port in c.ports.items():
-                cloudlib.wait_until(lambda p=port: scenario.http_get(p, "/healthz")[0]
-                                    == 200, 30, 0.2, f"{name} healthy again")
+            c.wait_healthy()
             # Failing over takes a fraction of a second: /healthz may never
             # have been polled meanwhile, but its verbose form tells.
             said = " ".join(scenario.http_get(p, "/healthz?verbose")[1]
@@ -241,10 +214,14 @@ def test_the_whole_cluster_stopped_and_started_with_requests_queued(
     with temporary_database("postgresql") as db_url:
         c = _Cloud(cluster, workdir("rq-all"), "rqall", db_url)
         try:
+            # A real fake compute process beside the test's fleet: its
+            # reports and the casts to it cross the cluster too.
+            c.cloud.start_compute("rq-fake", 8, 16384, 400, report_interval=1.0)
+            c.cloud.wait_for_nodes(["rq-fake"])
             requests = c.burst(150)
             uuids = [u for _, _, (u,) in requests]
             burst_start = time.monotonic()
-            c.cast(requests)
+            c.send(requests)
             cloudlib.wait_until(lambda: c.fleet.count() >= 20, 60, 0.05,
                                 "the first requests placed")
             stopped_at = time.monotonic()
@@ -253,10 +230,21 @@ def test_the_whole_cluster_stopped_and_started_with_requests_queued(
             time.sleep(2)
             cluster.start_all()
             up_at = time.monotonic()
-            audit = c.audit("rabbit-whole-cluster-restart", uuids, burst_start)
+            audit = c.settle("rabbit-whole-cluster-restart", uuids, burst_start)
             print(f"cluster stopped in {down_s:.1f}s, back after "
                   f"{up_at - stopped_at:.1f}s", flush=True)
             c.check(audit)
+
+            def fake_compute_reported_since_restart():
+                (row,) = c.cloud.query(
+                    "SELECT updated_at FROM compute_nodes WHERE host = 'rq-fake'")
+                return row["updated_at"] is not None and row["updated_at"] > restarted
+
+            # Naive UTC, as the daemon stamps its rows.
+            restarted = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+            cloudlib.wait_until(fake_compute_reported_since_restart, 30, 0.5,
+                                "the fake compute reporting again after the restart")
+            c.cloud.assert_running()
             for name, port in c.ports.items():
                 cloudlib.wait_until(lambda p=port: scenario.http_get(p, "/healthz")[0]
                                     == 200, 60, 0.2, f"{name} healthy again")
