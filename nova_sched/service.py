@@ -127,6 +127,7 @@ class SchedulerService:
 
     def _reconnected(self, seconds_away: float, through: str) -> None:
         self.metrics.reconnected(seconds_away)
+        self.manager.host_manager.note_broker_outage(seconds_away)
         self.events.note(f"broker connection lost; consuming again through "
                          f"{through} after {seconds_away:.1f} s")
 

@@ -103,6 +103,10 @@ class HostManager:
         # host -> instances it runs that hold no claim (reported by nova,
         # db.allocations.unclaimed_by_host): counted in num_instances.
         self._unclaimed: dict[str, int] = {}
+        # How far behind the queue runs, and a broker outage's length with
+        # when its grace ends (monotonic): see set_report_lag.
+        self._backlog = 0.0
+        self._outage: tuple[float, float] | None = None
 
     # -- reconciliation ---------------------------------------------------
     def full_resync(self) -> None:
@@ -183,7 +187,33 @@ class HostManager:
     def set_report_lag(self, seconds: float) -> None:
         """How far behind its queue the daemon runs: a host's reports wait
         there too, so its heartbeat is judged as of that long ago."""
-        self.table.report_lag = max(0.0, float(seconds))
+        self._backlog = max(0.0, float(seconds))
+        self._apply_report_lag()
+
+    def note_broker_outage(self, seconds: float) -> None:
+        """The daemon was without the broker for ``seconds``: no heartbeat
+        could reach it meanwhile. Until ``service_down_time`` after it came
+        back, heartbeats are judged as of that long ago, so that a node
+        alive before the outage is not taken for down because of it (it
+        reports again within its interval)."""
+        length = max(0.0, float(seconds))
+        ends = time.monotonic() + CONF.service_down_time + length
+        if self._outage is not None and time.monotonic() < self._outage[1]:
+            # A short reconnect right after a long outage keeps the long
+            # one's grace.
+            length, ends = max(length, self._outage[0]), max(ends, self._outage[1])
+        self._outage = (length, ends)
+        self._apply_report_lag()
+
+    def _apply_report_lag(self) -> None:
+        lag = self._backlog
+        if self._outage is not None:
+            length, ends = self._outage
+            if time.monotonic() < ends:
+                lag = max(lag, length)
+            else:
+                self._outage = None
+        self.table.report_lag = lag
 
     def read_through_us(self) -> int:
         """Every row change stamped before this has been read by this table."""

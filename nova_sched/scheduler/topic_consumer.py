@@ -83,6 +83,10 @@ _DRAIN_FRAMES = 192
 # stalled (it polls at least every _IDLE_POLL; oslo's reconnection loop
 # holds it longer while the broker is away).
 _STALLED = 20.0
+# Seconds inside one poll after which the consumer counts as having been
+# away from the broker (the process stopped or starved): a poll normally
+# returns within _IDLE_POLL.
+_AWAY = 5.0
 
 
 def supports(transport) -> bool:
@@ -496,18 +500,30 @@ class TopicConsumer:
             return
         if self._lost_at is not None or (
                 self._seen_channel is not None and channel is not self._seen_channel):
-            away = now - (self._lost_at if self._lost_at is not None
-                          else self._seen_ok)
-            self._lost_at = None
-            self.reconnects += 1
-            LOG.warning("Consuming topic %s again through %s, %.1f s after the "
-                        "broker connection was lost; unacknowledged requests "
-                        "went back to the queue", self._target.topic,
-                        self._broker_address(), away)
-            if self._on_reconnect is not None:
-                self._on_reconnect(away, self._broker_address())
-        self._seen_channel = channel
-        self._seen_ok = now
+            self._returned(now - self._seen_ok)
+        else:
+            self._seen_ok = now
+            self._seen_channel = channel
+
+    def _returned(self, away: float) -> None:
+        """Back after ``away`` seconds without the broker (consumer thread).
+
+        Counted from when the connection was last seen working: a daemon
+        that could not poll at all (stopped, starved) was away too, and no
+        heartbeat reached it meanwhile.
+        """
+        self._lost_at = None
+        # Counted once: the messages this same poll goes on delivering are
+        # not each a return.
+        self._seen_ok = self._last_poll = time.monotonic()
+        self._seen_channel = self._broker_connected() or self._seen_channel
+        self.reconnects += 1
+        LOG.warning("Consuming topic %s again through %s, %.1f s after the "
+                    "broker connection was last seen working; unacknowledged "
+                    "requests went back to the queue", self._target.topic,
+                    self._broker_address(), away)
+        if self._on_reconnect is not None:
+            self._on_reconnect(away, self._broker_address())
 
     def backlog_seconds(self) -> float:
         """How long the messages waiting in the topic's queue will take at the
@@ -598,6 +614,13 @@ class TopicConsumer:
         redelivered = bool(raw.delivery_info.get("redelivered"))
         if channel is not self._ack_channel:
             self._new_channel(channel)
+        now = time.monotonic()
+        if ((self._seen_channel is not None and channel is not self._seen_channel)
+                or now - self._last_poll > _AWAY):
+            # oslo reconnects and delivers within one consume(), and a
+            # process stopped inside consume() finds messages waiting when
+            # it resumes: note the time away before handling them.
+            self._returned(now - self._seen_ok)
         if redelivered:
             self.redelivered += 1
         if handler is not None and msg_id is None and self._accepts(body):

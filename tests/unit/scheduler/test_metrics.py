@@ -80,3 +80,27 @@ def test_hosts_by_state_judge_heartbeats_as_computefilter_does(manager, ctxt):
     manager.metrics.sample(hm, parked=2)
     assert _value(manager.metrics, "nova_sched_hosts", state="up") == 3
     assert _value(manager.metrics, "nova_sched_parked_requests") == 2
+
+
+def test_a_broker_outage_does_not_take_the_fleet_for_down(manager, ctxt, monkeypatch):
+    """No heartbeat could arrive while the daemon was without the broker:
+    for service_down_time after it came back, heartbeats are judged as of
+    the outage's length ago; after that, as usual."""
+    _fleet(manager, ctxt, 3)
+    hm = manager.host_manager
+    table = hm.table
+    # h1 last reported just before a 40 s outage; h2 long before it.
+    now = time.time()
+    table.col("service_updated")[table.row_of("h1", "h1")] = \
+        now - CONF.service_down_time - 35
+    table.col("service_updated")[table.row_of("h2", "h2")] = \
+        now - CONF.service_down_time - 300
+    assert host_states(hm)["down"] == 2
+    hm.note_broker_outage(40)
+    assert host_states(hm) == {"up": 2, "down": 1, "disabled": 0}
+    hm.set_report_lag(0)  # the queue's backlog sampled meanwhile: no effect
+    assert host_states(hm)["up"] == 2
+    later = time.monotonic() + CONF.service_down_time + 41
+    monkeypatch.setattr(time, "monotonic", lambda: later)
+    hm.set_report_lag(0)
+    assert host_states(hm)["down"] == 2, "the grace ends"
