@@ -241,9 +241,12 @@ def test_the_whole_cluster_stopped_and_started_with_requests_queued(
                 for name in DAEMONS:
                     c.cloud.procs[name].send_signal(signal.SIGCONT)
             audit = c.settle("rabbit-whole-cluster-restart", uuids, burst_start)
+            first = min((t for u in uuids for _, _, t in audit.casts.get(u, [])
+                         if t >= up_at), default=float("nan"))
             print(f"ready in the queue before the stop: {held}, after the restart: "
                   f"{queued} (the rest taken, unacknowledged, by the frozen "
-                  f"daemons); cluster down and up in {up_at - stopped_at:.1f}s",
+                  f"daemons); cluster down and up in {up_at - stopped_at:.1f}s; "
+                  f"first cast {first - up_at:.2f}s after the cluster was back",
                   flush=True)
             assert queued >= 150 - 2 * cloudlib_prefetch(), (held, queued)
             c.check(audit)
