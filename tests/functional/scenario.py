@@ -26,7 +26,7 @@ except ImportError:  # pytest run from elsewhere than the repository root
     from tests.db_backends import temporary_database
 
 __all__ = ["Audit", "BurstCloud", "ComputeFleet", "Daemons", "HealthPoller", "Supervisor",
-           "daemons_with_endpoints", "evidence", "free_port", "http_get",
+           "claim_sums", "daemons_with_endpoints", "evidence", "free_port", "http_get",
            "idle_report", "metric_total", "node_limit", "scheduled_instances",
            "settled", "temporary_database", "use_database", "wait_settled"]
 
@@ -264,6 +264,19 @@ def wait_settled(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str],
     return cloud.instances(uuids), fleet.snapshot(), took
 
 
+def claim_sums(allocations: list[dict]) -> dict[int, list[int]]:
+    """node id -> [memory_mb, vcpus, disk_mb, instances] summed over the
+    allocation rows given: what the node's running totals must say."""
+    sums: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0, 0, 0])
+    for a in allocations:
+        s = sums[a["compute_node_id"]]
+        s[0] += a["memory_mb"]
+        s[1] += a["vcpus"]
+        s[2] += a["disk_mb"]
+        s[3] += 1
+    return sums
+
+
 def node_limit(node: dict, resource: str) -> float:
     """A compute_nodes row's limit for ``resource`` (ram, vcpu, disk in MB)."""
     if resource == "ram":
@@ -328,13 +341,7 @@ class Audit:
         self.stray_claims = [u for u, held in by_instance.items() if u in rows and (
             rows[u]["vm_state"] == "error" or (held[0]["node_host"], held[0]["node_name"])
             != (rows[u]["host"], rows[u]["node"]))]
-        sums = collections.defaultdict(lambda: [0, 0, 0, 0])
-        for a in allocs:
-            s = sums[a["compute_node_id"]]
-            s[0] += a["memory_mb"]
-            s[1] += a["vcpus"]
-            s[2] += a["disk_mb"]
-            s[3] += 1
+        sums = claim_sums(allocs)
         self.drift, self.over = [], []
         for n in cloud.query("SELECT * FROM compute_nodes"):
             claimed = [n["claimed_memory_mb"], n["claimed_vcpus"], n["claimed_disk_mb"],

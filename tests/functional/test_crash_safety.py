@@ -162,13 +162,7 @@ def test_sigkilled_daemons_lose_nothing_and_claim_nothing_twice(rabbitmq, workdi
                 "SELECT a.*, n.host AS node_host, n.hypervisor_hostname AS node_name "
                 "FROM allocations a JOIN compute_nodes n ON n.id = a.compute_node_id")}
             nodes = cloud.query("SELECT * FROM compute_nodes")
-            sums = collections.defaultdict(lambda: [0, 0, 0, 0])
-            for a in allocs.values():
-                s = sums[a["compute_node_id"]]
-                s[0] += a["memory_mb"]
-                s[1] += a["vcpus"]
-                s[2] += a["disk_mb"]
-                s[3] += 1
+            sums = scenario.claim_sums(list(allocs.values()))
 
             errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
             placed = [u for u in uuids if u not in errors

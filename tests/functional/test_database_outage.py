@@ -220,13 +220,7 @@ def test_database_outage_mid_burst_loses_nothing_and_casts_nothing_twice(
             for a in alloc_rows:
                 allocs[a["instance_uuid"]].append(a)
             nodes = cloud.query("SELECT * FROM compute_nodes")
-            sums = collections.defaultdict(lambda: [0, 0, 0, 0])
-            for a in alloc_rows:
-                s = sums[a["compute_node_id"]]
-                s[0] += a["memory_mb"]
-                s[1] += a["vcpus"]
-                s[2] += a["disk_mb"]
-                s[3] += 1
+            sums = scenario.claim_sums(alloc_rows)
 
             parked_lines = daemons.log_lines(PARKED_LINE)
             parked_uuids = {u for line in parked_lines for u in UUID_RE.findall(line)}
