@@ -57,6 +57,7 @@ from oslo_messaging._drivers import common as driver_common
 from oslo_messaging.rpc import dispatcher as rpc_dispatcher
 
 from nova_sched import exception
+from nova_sched.scheduler.notifications import scrub
 
 LOG = logging.getLogger(__name__)
 
@@ -253,8 +254,9 @@ def defer_ack() -> Callable[[], None]:
 
 
 def _fingerprint(body: dict) -> str:
-    """A stable name for a message that came without a unique id."""
-    text = json.dumps(body, sort_keys=True, default=str)
+    """A stable name for a message that came without a unique id (made
+    from the body with its secrets masked, as it is stored)."""
+    text = json.dumps(scrub(body), sort_keys=True, default=str)
     return "sha1-" + hashlib.sha1(text.encode()).hexdigest()
 
 
