@@ -18,13 +18,13 @@ out once per set rather than once per host.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from nova_sched.capacity import DISK, RAM, VCPU
 from nova_sched.db.aggregates import AggregateInfo
+from nova_sched.scheduler import monitor_metrics
 from nova_sched.scheduler.host_kinds import HostKinds
 
 _INT_COLUMNS = (
@@ -177,7 +177,8 @@ class HostState:
         return list(self._table.aggregate_sets[int(self._col("agg_code"))])
 
     def numeric_metrics(self) -> dict[str, float]:
-        """name -> value of the metrics this node reports with a finite number.
+        """name -> value of the metrics this node reports with a finite number,
+        as nova's scheduler sees them (``monitor_metrics``).
 
         What MetricsFilter checks and MetricsWeigher weighs (nova's
         metrics list of ``{"name", "value", ...}``), read once per report.
@@ -212,10 +213,9 @@ def _numeric_metrics(host_state: HostState) -> dict[str, float]:
     for metric in host_state.metrics or ():
         if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
             continue
-        value = metric.get("value")
-        if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value)):
-            found[metric["name"]] = float(value)
+        value = monitor_metrics.scheduler_value(metric["name"], metric.get("value"))
+        if value is not None:
+            found[metric["name"]] = value
     return found
 
 

@@ -9,11 +9,8 @@ None), never raising: a column nova-sched cannot read leaves the node
 without that description, and the filter that needs it says so.
 
 * ``metrics``: a MonitorMetricList's ``to_list()`` (``[{"name", "value",
-  "timestamp", "source"}]``). A percentage (``cpu.percent``,
-  ``cpu.user.percent``...) is stored as a fraction (value / 100); nova's
-  scheduler multiplies it back by 100 into MonitorMetric's integer field,
-  which truncates (0.29 becomes 28). The host table gets the value nova's
-  scheduler sees.
+  "timestamp", "source"}]``), kept as stored: ``monitor_metrics`` turns a
+  value into what nova's scheduler sees, for nodes of either source.
 * ``numa_topology``: a NUMATopology primitive; its NUMACells become
   ``{"cells": [{"id", "cpus", "memory_mb", "cpu_usage", "memory_usage"}]}``.
 * ``pci_stats``: a PciDevicePoolList primitive; its pools become
@@ -45,14 +42,6 @@ def _data(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def metric_value(name: str, value: Any) -> Any:
-    """A stored metric's value as nova's scheduler sees it."""
-    if (name.endswith(".percent") and isinstance(value, (int, float))
-            and not isinstance(value, bool)):
-        return int(value * 100)
-    return value
-
-
 def metrics(text: str | None) -> str | None:
     items = _loads(text)
     if not isinstance(items, list):
@@ -60,10 +49,8 @@ def metrics(text: str | None) -> str | None:
     read = []
     for item in items:
         item = _data(item)
-        name = item.get("name")
-        if not isinstance(name, str):
-            continue
-        read.append(dict(item, value=metric_value(name, item.get("value"))))
+        if isinstance(item.get("name"), str):
+            read.append(item)
     return json.dumps(read)
 
 

@@ -45,8 +45,16 @@ GROUP_WEIGHERS = (ServerGroupSoftAffinityWeigher, ServerGroupSoftAntiAffinityWei
 # -- nova's _weigh_object, host by host over HostState ----------------------------
 
 
+# nova.objects.monitor_metric.FIELDS_REQUIRING_CONVERSION: stored / 100 by
+# the compute, multiplied back by MonitorMetricList.from_json.
+_NOVA_PERCENTAGES = {"cpu.user.percent", "cpu.kernel.percent", "cpu.idle.percent",
+                     "cpu.iowait.percent", "cpu.percent"}
+
+
 def _nova_metrics(host_state, multiplier: float) -> float:
-    """nova's MetricsWeigher._weigh_object (non-numeric values count as missing)."""
+    """nova's MetricsWeigher._weigh_object over MonitorMetricList.from_json's
+    objects: percentages x 100, every value through MonitorMetric's
+    IntegerField (int(), truncating); non-numeric values count as missing."""
     found = {}
     for metric in host_state.metrics or ():
         if not isinstance(metric, dict) or not isinstance(metric.get("name"), str):
@@ -54,7 +62,9 @@ def _nova_metrics(host_state, multiplier: float) -> float:
         value = metric.get("value")
         if (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and math.isfinite(value)):
-            found[metric["name"]] = value
+            if metric["name"] in _NOVA_PERCENTAGES:
+                value = value * 100
+            found[metric["name"]] = int(value)
     value = 0.0
     for item in CONF.metrics.weight_setting:
         name, _, ratio = item.partition("=")
