@@ -765,34 +765,24 @@ class TopicConsumer:
         else:
             if starts:
                 LOG.info("Handling %s request %s delivered again (start %d of "
-                            "at most %d; broker's delivery count %s)",
-                            delivery.method, message_id, starts, guard.limit(),
-                            delivery.broker_count)
+                         "at most %d; broker's delivery count %s)",
+                         delivery.method, message_id, starts, guard.limit(),
+                         delivery.broker_count)
             self._dispatch(delivery.incoming)
         guard.handled(message_id)
 
     def _give_up(self, delivery: _Delivery, starts: int) -> None:
         incoming = delivery.incoming
-        body = incoming.message
         failure = None
         try:
             self._guard.give_up(
                 self._serializer.deserialize_context(incoming.ctxt),
-                delivery.method, body.get("args"), starts, delivery.broker_count)
+                delivery.method, incoming.message.get("args"), starts,
+                delivery.broker_count)
         except Exception as err:
             failure = sys.exc_info()
             LOG.debug("Gave up %s: %s", delivery.method, err)
-        if incoming.msg_id is None:
-            return
-        try:
-            if failure is None:
-                incoming.reply(None)
-            else:
-                incoming.reply(failure=failure)
-        except Exception:
-            LOG.exception("Could not send the reply to %s", delivery.method)
-        finally:
-            del failure
+        self._reply(incoming, None, failure)
 
     def _dispatch(self, incoming) -> None:
         """oslo.messaging's RPC server's handling of one message, minus its ack."""
@@ -806,6 +796,11 @@ class TopicConsumer:
         except Exception:
             failure = sys.exc_info()
             LOG.exception("Exception during message handling")
+        self._reply(incoming, result, failure)
+
+    @staticmethod
+    def _reply(incoming, result, failure) -> None:
+        """Answer a call with its result or failure (a cast: nothing)."""
         try:
             if failure is None:
                 incoming.reply(result)
