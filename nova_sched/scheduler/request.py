@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from nova_sched import exception
+from nova_sched.scheduler import image_meta
 
 # A request that asks for more instances than this is refused before any
 # work is done: it would otherwise allocate per-instance state for a
@@ -46,7 +47,9 @@ class RequestSpec:
     instance_type: dict
     extra_specs: dict
     image: dict
-    image_props: dict
+    # The image's properties as nova's ImageMetaProps has them (what
+    # filters read); the raw ones stay in ``image`` for the compute node.
+    image_props: image_meta.ImageProperties
     scheduler_hints: dict
     force_hosts: list[str]
     force_nodes: list[str]
@@ -225,7 +228,11 @@ def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
 
     extra_specs = _dict_or_empty(itype.get("extra_specs"), "extra_specs", uuids)
     image = _dict_or_empty(raw.get("image"), "image", uuids)
-    image_props = _dict_or_empty(image.get("properties"), "image.properties", uuids)
+    try:
+        image_props = image_meta.read(
+            _dict_or_empty(image.get("properties"), "image.properties", uuids))
+    except image_meta.InvalidImageProperties as err:
+        raise _fail(str(err), uuids) from None
     hints = _dict_or_empty(
         fprops.get("scheduler_hints"), "scheduler_hints", uuids
     )

@@ -17,8 +17,10 @@ What is mapped (nova field -> Havana key):
   instance either);
 * ``image`` (ImageMeta/ImageMetaProps) -> ``image`` with ``id`` and
   ``properties`` under nova's current names; ``hw_numa_cpus``/``hw_numa_mem``
-  lists become Glance's ``hw_numa_cpus.N``/``hw_numa_mem.N`` that
-  NUMATopologyFilter reads; ``image_ref`` and ``os_type`` of the instance;
+  lists become Glance's ``hw_numa_cpus.N``/``hw_numa_mem.N`` and
+  ``traits_required`` Glance's ``trait:NAME = required``, which
+  ``image_meta`` reads back into nova's model; ``image_ref`` and
+  ``os_type`` of the instance;
 * ``scheduler_hints``: nova keeps every value as a list; one-item lists
   become the item as Havana had them (nova's ``get_scheduler_hint`` rule),
   except ``same_host``/``different_host``, which stay lists;
@@ -183,9 +185,11 @@ def _numa_cell_cpus(cell: Any, where: str) -> str:
 def _image_props(props: Any, where: str) -> dict:
     """ImageMetaProps data (or a 4.0 plain dict of it) as Glance's properties.
 
-    Everything is kept under its name; only the NUMA cell lists, which
-    nova models as lists and Glance (and NUMATopologyFilter) as one
-    property per cell, are spread out.
+    Everything is kept under its name, except what nova's model holds
+    under another name than Glance's, which is turned back into Glance's
+    form, so that ``image_meta.read`` gives the same model again: the NUMA
+    cell lists become one property per cell, ``traits_required`` becomes
+    ``trait:NAME = required``.
     """
     if props is None:
         return {}
@@ -207,6 +211,13 @@ def _image_props(props: Any, where: str) -> dict:
         for index, size in enumerate(mem):
             result[f"hw_numa_mem.{index}"] = _whole(
                 size, f"{where}.hw_numa_mem[{index}]")
+    traits = result.pop("traits_required", None)
+    if traits is not None:
+        if not isinstance(traits, (list, tuple)) or not all(
+                isinstance(trait, str) for trait in traits):
+            raise _invalid(f"{where}.traits_required must be a list of trait "
+                           f"names, got {traits!r}")
+        result.update((f"trait:{trait}", "required") for trait in traits)
     return result
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler import aggregate_metadata, filters, image_meta
 
 
 class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
@@ -14,18 +14,22 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     ``aggregate_image_properties_isolation_namespace`` is set), an image
     that sets a property of that name must have one of the key's values
     (every aggregate's, each split at commas). An image without the
-    property, or with an empty one, passes: hosts are not kept for images
-    that ask for them. The property is compared as ``str()`` of itself,
-    as nova does: ``2`` matches ``"2"``, ``True`` matches ``"True"``, and a
-    list-valued property is compared as the text of the whole list (so it
-    matches no comma-separated list of values; an empty list passes).
+    property, or with one that is false, zero or empty, passes: hosts are
+    not kept for images that ask for them.
 
-    Unlike today's nova, which compares only the properties its image
-    model knows, every property of the request's image is compared, as
-    the filter did when it was introduced.
+    The image's properties are compared as nova's image model has them
+    (``image_meta``), as ``str()`` of the typed value, as nova does:
+    ``architecture: amd64`` is the property ``hw_architecture`` with the
+    value ``x86_64``; ``hw_qemu_guest_agent: yes`` is ``True`` (and
+    ``no``, False, passes everywhere); an aggregate key with a legacy name
+    (``architecture``) isolates nothing.
+
+    Beyond nova, which ignores properties its model does not know, a key
+    naming such a property (``custom_tier: gold``) is compared with the
+    property as the image sent it.
     """
 
-    def prepare(self, cycle) -> tuple[dict, str | None]:
+    def prepare(self, cycle) -> tuple[image_meta.ImageProperties, str | None]:
         """The image's properties and the metadata key prefix to compare."""
         fs = CONF.filter_scheduler
         namespace = fs.aggregate_image_properties_isolation_namespace
@@ -34,13 +38,13 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
         return cycle.spec.image_props, prefix
 
     def filter_all(self, cycle, rows):
-        image_props, prefix = cycle.prepared(self)
+        image, prefix = cycle.prepared(self)
 
         def agrees(metadata) -> bool:
             for key, options in metadata.items():
                 if prefix and not key.startswith(prefix):
                     continue
-                prop = image_props.get(key)
+                prop = image.as_named(key)
                 if prop and str(prop) not in options:
                     return False
             return True

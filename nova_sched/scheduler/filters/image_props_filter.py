@@ -4,135 +4,43 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 
 import numpy as np
+from oslo_utils import versionutils
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import alike_hosts, filters, image_meta
 
 LOG = logging.getLogger(__name__)
 
-# Image property names: nova's current name first, then its legacy name
-# (nova's ImageMetaProps: the current name wins when both are set).
-_ARCH = ("hw_architecture", "architecture")
-_HV_TYPE = ("img_hv_type", "hypervisor_type")
-_VM_MODE = ("hw_vm_mode", "vm_mode")
-_HV_VERSION = ("img_hv_requested_version", "hypervisor_version_requires")
-
-# nova.objects.fields canonicalisation of old or alternative spellings.
-_ARCH_ALIASES = {
-    "i386": "i686",
-    "i486": "i686",
-    "i586": "i686",
-    "x86_32": "i686",  # a Xen mistake from Icehouse or earlier
-    "x86_32p": "i686",
-    "amd64": "x86_64",
-}
-_HV_TYPE_ALIASES = {"xapi": "xen"}
-_VM_MODE_ALIASES = {"pv": "xen", "hv": "hvm", "baremetal": "hvm"}
-
-
-def _canonical(value, aliases: dict[str, str]) -> str | None:
-    if value is None or value == "":
-        return None
-    name = str(value).lower()
-    return aliases.get(name, name)
-
-
-def canonical_arch(value) -> str | None:
-    """nova's Architecture.canonicalize: lower case, i386/x86_32 -> i686, amd64 -> x86_64."""
-    return _canonical(value, _ARCH_ALIASES)
-
-
-def canonical_hv_type(value) -> str | None:
-    """nova's HVType.canonicalize: lower case, xapi -> xen (qemu stays qemu)."""
-    return _canonical(value, _HV_TYPE_ALIASES)
-
-
-def canonical_vm_mode(value) -> str | None:
-    """nova's VMMode.canonicalize: lower case, pv -> xen, hv/baremetal -> hvm."""
-    return _canonical(value, _VM_MODE_ALIASES)
-
 
 def _canonical_triple(item: tuple) -> tuple:
+    """A host's supported_instances entry as nova's HVSpec holds it."""
     arch, hv_type, vm_mode = (tuple(item) + (None, None, None))[:3]
-    return (canonical_arch(arch), canonical_hv_type(hv_type), canonical_vm_mode(vm_mode))
+    return (image_meta.canonical(arch, image_meta.ARCH_ALIASES),
+            image_meta.canonical(hv_type, image_meta.HV_TYPE_ALIASES),
+            image_meta.canonical(vm_mode, image_meta.VM_MODE_ALIASES))
 
 
-def version_to_str(version: int) -> str:
-    """oslo's convert_version_to_str: 6001002 -> '6.1.2', 6000 -> '6.0'."""
-    parts = []
-    while version:
-        parts.insert(0, str(version % 1000))
-        version //= 1000
-    return ".".join(parts)
+def version_satisfies(version, predicate: versionutils.VersionPredicate) -> bool:
+    """Whether a hypervisor version (nova's integer form) meets ``predicate``.
 
-
-_COMPARISON = re.compile(r"^\s*(<=|>=|<|>|!=|==)\s*(\d+(?:\.\d+)*)\s*$")
-_VERSION = re.compile(r"^\s*(\d+(?:\.\d+)*)\s*$")
-_COMPARE = {
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-}
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    numbers = [int(p) for p in text.split(".")]
-    while len(numbers) > 1 and numbers[-1] == 0:
-        numbers.pop()  # 6.0 == 6.0.0, as distutils' StrictVersion compares
-    return tuple(numbers)
-
-
-class InvalidVersionPredicate(ValueError):
-    pass
-
-
-def parse_version_predicate(text: str) -> list[tuple[str, tuple[int, ...]]]:
-    """``'>=6.0,<6.2'`` -> ``[('>=', (6,)), ('<', (6, 2))]``.
-
-    nova's grammar (distutils' VersionPredicate): comparisons separated by
-    commas, each an operator among < <= > >= == != and a dotted version.
-    Raises InvalidVersionPredicate on anything else.
+    nova's rule: the integer as dotted text (6001002 -> 6.1.2), compared
+    as a version. A version reported as text is taken as it is; one that
+    is not a version satisfies nothing.
     """
-    predicate = []
-    for part in str(text).split(","):
-        found = _COMPARISON.match(part)
-        if not found:
-            raise InvalidVersionPredicate(
-                f"bad hypervisor version requirement {text!r}: each comparison "
-                "must be an operator (<, <=, >, >=, ==, !=) and a dotted version "
-                "such as >=6.0"
-            )
-        predicate.append((found.group(1), _version_tuple(found.group(2))))
-    return predicate
-
-
-def version_satisfies(version, predicate) -> bool:
-    """Whether a hypervisor version (nova's integer form) meets ``predicate``."""
-    if isinstance(version, str):
-        if not _VERSION.match(version):
-            return False
-        have = _version_tuple(version.strip())
-    else:
-        have = _version_tuple(version_to_str(int(version)))
-    width = max([len(have)] + [len(v) for _, v in predicate])
-
-    def pad(v):
-        return v + (0,) * (width - len(v))
-
-    return all(_COMPARE[op](pad(have), pad(want)) for op, want in predicate)
+    text = version if isinstance(version, str) else versionutils.convert_version_to_str(
+        int(version))
+    try:
+        return predicate.satisfied_by(text.strip())
+    except ValueError:
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
 class _ImageRequirement:
     props: tuple  # canonical (arch, hv_type, vm_mode), None where not asked
-    version: list | None  # parsed img_hv_requested_version
-    invalid_version: str | None = None
+    version: versionutils.VersionPredicate | None  # img_hv_requested_version
     # Outcomes per supported_instances entry and per hypervisor version,
     # for this decision: hosts of one kind share them.
     entry_outcomes: dict = dataclasses.field(default_factory=dict, compare=False)
@@ -153,10 +61,8 @@ class _ImageRequirement:
         return outcome
 
     def version_matches(self, hv_version) -> bool:
-        if not hv_version or (self.version is None and not self.invalid_version):
+        if not hv_version or self.version is None:
             return True
-        if self.invalid_version:
-            return False
         outcome = self.version_outcomes.get(hv_version)
         if outcome is None:
             outcome = version_satisfies(hv_version, self.version)
@@ -164,50 +70,40 @@ class _ImageRequirement:
         return outcome
 
 
-def _image_prop(props: dict, names: tuple[str, str]):
-    current, legacy = names
-    value = props.get(current)
-    return props.get(legacy) if value is None else value
-
-
 class ImagePropertiesFilter(filters.BaseHostFilter):
     """Hosts that can run the image's architecture, hypervisor type and vm mode.
 
     nova's filter: the image's ``hw_architecture``, ``img_hv_type`` and
-    ``hw_vm_mode`` (or their legacy names ``architecture``,
-    ``hypervisor_type``, ``vm_mode``), canonicalised as nova does, must all
-    appear in one ``[arch, hv_type, vm_mode]`` entry of the host's
+    ``hw_vm_mode``, as nova's image model reads them (``image_meta``:
+    legacy names ``architecture``, ``hypervisor_type``, ``vm_mode``,
+    canonical values), must all appear in one ``[arch, hv_type, vm_mode]`` entry of the host's
     ``supported_instances``, and ``img_hv_requested_version`` (a predicate
     such as ``>=6.0,<6.2``) must hold for the host's ``hypervisor_version``
     when both are known. An image asking for none of the three passes
     everywhere; a host advertising no supported_instances fails any image
-    that asks. A malformed version predicate fails every host that reports
-    a hypervisor version (nova rejects such an image property outright).
+    that asks. A malformed property (an unknown architecture, a version
+    predicate that does not parse) fails the request before any filter
+    runs, where nova raises building its image model.
     """
 
     def prepare(self, cycle) -> _ImageRequirement | None:
         """What the image asks of a host; None when it asks nothing."""
-        spec = cycle.spec
-        props = spec.image_props or {}
+        image = cycle.spec.image_props
         # nova: an image that names no architecture is taken to need the
         # configured default one, when there is one.
         default_arch = CONF.filter_scheduler.image_properties_default_architecture
         wanted = (
-            canonical_arch(_image_prop(props, _ARCH) or default_arch),
-            canonical_hv_type(_image_prop(props, _HV_TYPE)),
-            canonical_vm_mode(_image_prop(props, _VM_MODE)),
+            image.get("hw_architecture")
+            or image_meta.canonical(default_arch, image_meta.ARCH_ALIASES),
+            image.get("img_hv_type"),
+            image.get("hw_vm_mode"),
         )
         if not any(wanted):
             return None
-        version_text = _image_prop(props, _HV_VERSION)
-        version = invalid = None
-        if version_text not in (None, ""):
-            try:
-                version = parse_version_predicate(version_text)
-            except InvalidVersionPredicate as err:
-                LOG.warning("image %s: %s", spec.image_id, err)
-                invalid = str(version_text)
-        return _ImageRequirement(wanted, version, invalid)
+        predicate = image.get("img_hv_requested_version")
+        # image_meta has checked the predicate: it parses.
+        version = versionutils.VersionPredicate(predicate) if predicate else None
+        return _ImageRequirement(wanted, version)
 
     @staticmethod
     def _supported(kind: tuple, requirement: _ImageRequirement) -> bool:
@@ -236,7 +132,7 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
             LOG.debug("%d hosts do not support image properties %s (their "
                       "supported_instances or hypervisor version)",
-                      int((~passes).sum()), cycle.spec.image_props)
+                      int((~passes).sum()), dict(cycle.spec.image_props.values))
         return passes
 
 

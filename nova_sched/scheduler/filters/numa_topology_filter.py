@@ -56,13 +56,12 @@ import numpy as np
 
 from nova_sched import capacity, exception
 from nova_sched.capacity import RAM, VCPU
-from nova_sched.scheduler import filters
+from nova_sched.scheduler import filters, image_meta
+from nova_sched.scheduler.cpu_spec import parse_cpu_spec
+from nova_sched.scheduler.nova_image_model import NUMA_NODES_MAX
 
 LOG = logging.getLogger(__name__)
 
-# nova's ImageMetaProps.NUMA_NODES_MAX: hw:numa_cpus.X / hw:numa_mem.X are
-# read for X from 0 up to the first gap.
-_NUMA_NODES_MAX = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,57 +80,33 @@ class HostCell:
     memory_usage: float
 
 
-def parse_cpu_spec(text: Any) -> set[int]:
-    """nova's CPU list syntax: ``0-3,^2,5`` (ranges, exclusions, singles)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        text = str(text)
-    if not isinstance(text, str):
-        raise ValueError(f"{text!r} is not a CPU list")
-    included: set[int] = set()
-    excluded: set[int] = set()
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        target = included
-        if item.startswith("^"):
-            target, item = excluded, item[1:].strip()
-        low, dash, high = item.partition("-")
-        try:
-            start = int(low)
-            end = int(high) if dash else start
-        except ValueError:
-            raise ValueError(f"{text!r} is not a CPU list (bad item {item!r})") from None
-        if start < 0 or end < start:
-            raise ValueError(f"{text!r} is not a CPU list (bad range {item!r})")
-        target.update(range(start, end + 1))
-    return included - excluded
+def _cell_values(extra_specs: dict, image: image_meta.ImageProperties,
+                 what: str) -> list | None:
+    """The cells' CPU sets (``what`` = cpus) or MB (mem); None when not given.
 
-
-def _cell_values(extra_specs: dict, image_props: dict, what: str) -> list | None:
-    """``hw:numa_<what>.X`` from the flavor or ``hw_numa_<what>.X`` from the
-    image, X = 0, 1, ... up to the first missing one; None when absent."""
-    def read(source: dict, prefix: str) -> list | None:
-        values = []
-        for cell in range(_NUMA_NODES_MAX):
-            key = f"{prefix}.{cell}"
-            if key not in source:
-                break
-            values.append(source[key])
-        return values or None
-
-    flavor = read(extra_specs, f"hw:numa_{what}")
-    image = read(image_props, f"hw_numa_{what}")
-    if flavor is not None and image is not None:
+    From the flavor's ``hw:numa_<what>.X``, X = 0, 1, ... up to the first
+    missing one, or the image's ``hw_numa_<what>`` (nova's model of its
+    ``hw_numa_<what>.X`` properties, read the same way).
+    """
+    flavor = []
+    for cell in range(NUMA_NODES_MAX):
+        key = f"hw:numa_{what}.{cell}"
+        if key not in extra_specs:
+            break
+        flavor.append(extra_specs[key])
+    image_cells = image.get(f"hw_numa_{what}")
+    if flavor and image_cells is not None:
         raise ValueError(
             f"image property hw_numa_{what} may not override the flavor's "
             f"hw:numa_{what}")
-    return flavor if flavor is not None else image
+    if not flavor:
+        return image_cells
+    return [parse_cpu_spec(cpus) for cpus in flavor] if what == "cpus" else flavor
 
 
-def _node_count(extra_specs: dict, image_props: dict) -> int | None:
+def _node_count(extra_specs: dict, image: image_meta.ImageProperties) -> int | None:
     flavor = extra_specs.get("hw:numa_nodes")
-    image = image_props.get("hw_numa_nodes")
+    image = image.get("hw_numa_nodes")
     if flavor and image:
         raise ValueError("image property hw_numa_nodes may not override the "
                          "flavor's hw:numa_nodes")
@@ -146,22 +121,22 @@ def _node_count(extra_specs: dict, image_props: dict) -> int | None:
         raise ValueError(f"hw:numa_nodes must be a whole number, got {nodes!r}") from None
     if count < 1:
         raise ValueError(f"hw:numa_nodes must be at least 1, got {nodes!r}")
-    if count > _NUMA_NODES_MAX:
-        raise ValueError(f"hw:numa_nodes must be at most {_NUMA_NODES_MAX}, got {nodes!r}")
+    if count > NUMA_NODES_MAX:
+        raise ValueError(f"hw:numa_nodes must be at most {NUMA_NODES_MAX}, got {nodes!r}")
     return count
 
 
 def guest_cells(vcpus: int, memory_mb: int, extra_specs: dict,
-                image_props: dict) -> list[GuestCell] | None:
+                image: image_meta.ImageProperties) -> list[GuestCell] | None:
     """The guest's NUMA cells; None when the request has no NUMA topology.
 
     ValueError saying what is wrong with an inconsistent request.
     """
-    nodes = _node_count(extra_specs, image_props)
+    nodes = _node_count(extra_specs, image)
     if nodes is None:
         return None
-    cpu_list = _cell_values(extra_specs, image_props, "cpus")
-    mem_list = _cell_values(extra_specs, image_props, "mem")
+    cpu_list = _cell_values(extra_specs, image, "cpus")
+    mem_list = _cell_values(extra_specs, image, "mem")
     if cpu_list is None and mem_list is None:
         if vcpus % nodes or memory_mb % nodes:
             raise ValueError(
@@ -176,7 +151,7 @@ def guest_cells(vcpus: int, memory_mb: int, extra_specs: dict,
     unassigned = set(range(vcpus))
     cells = []
     for node in range(nodes):
-        cpus = parse_cpu_spec(cpu_list[node])
+        cpus = cpu_list[node]
         for cpu in sorted(cpus):
             if cpu >= vcpus:
                 raise ValueError(f"hw:numa_cpus.{node} names CPU {cpu}; the "

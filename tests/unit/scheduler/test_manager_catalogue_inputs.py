@@ -161,3 +161,25 @@ def test_select_destinations_and_explain_raise_invalid_request(catalogue_manager
     with db_api.session_scope() as s:
         assert s.execute(sa.select(sa.func.count()).select_from(
             models.Allocation)).scalar_one() == 0
+
+
+def test_bad_image_property_fails_the_instance_naming_it(catalogue_manager, ctxt):
+    # nova raises inside the scheduler building ImageMetaProps; here the
+    # instance gets a fault naming each property, and the daemon goes on.
+    mgr = catalogue_manager
+    _nodes(mgr, ctxt)
+    spec = boot_request()
+    spec["image"]["properties"] = {"hw_disk_bus": "nvme", "hw_numa_nodes": "two",
+                                   "architecture": "x86_64"}
+    (uuid,) = _run(mgr, ctxt, spec)
+    assert _instance(uuid).vm_state == "error"
+    (fault,) = _faults(uuid)
+    assert "image property hw_disk_bus='nvme' must be one of fdc, ide" in fault
+    assert "image property hw_numa_nodes='two' must be a whole number" in fault
+    assert "architecture" not in fault
+    assert _event_results(uuid) == ["Error"]
+    _assert_served_next(mgr, ctxt)
+    fprops = {"scheduler_hints": {}}
+    with pytest.raises(messaging.ExpectedException) as err:
+        mgr.select_destinations(ctxt, spec, fprops)
+    assert "image property hw_disk_bus='nvme'" in err.value.exc_info[1].message

@@ -148,7 +148,8 @@ def test_boot_maps_sizes_flavor_image_and_owner():
     assert req.instance_type["flavorid"] == "2"
     assert req.image["id"] == "0b7c1e5a-3f0e-4d55-9b43-6a4f2b5e8c10"
     assert req.image_id == "0b7c1e5a-3f0e-4d55-9b43-6a4f2b5e8c10"
-    assert req.image_props == props
+    assert req.image["properties"] == props
+    assert req.image_props.values == props  # nova's own values read back as they are
     assert req.availability_zone == "az1"
     assert (req.project_id, req.user_id) == ("p1", "u1")
     assert req.instance_properties["uuid"] == UUID1
@@ -180,10 +181,10 @@ def test_boot_from_volume_counts_no_root_disk():
 def test_no_image_and_image_without_properties():
     req = parsed(spec(image=None))
     assert req.image == {}
-    assert req.image_props == {}
+    assert req.image_props.values == {}
     data = image()["nova_object.data"]
     del data["properties"]
-    assert parsed(spec(image=prim("ImageMeta", data, "1.8"))).image_props == {}
+    assert parsed(spec(image=prim("ImageMeta", data, "1.8"))).image_props.values == {}
 
 
 def test_image_numa_lists_become_per_cell_properties_the_numa_filter_reads():
@@ -191,9 +192,13 @@ def test_image_numa_lists_become_per_cell_properties_the_numa_filter_reads():
                       image=image({"hw_numa_nodes": 2,
                                    "hw_numa_cpus": [[0, 1, 2], [3]],
                                    "hw_numa_mem": [2048, 1024]})))
-    assert req.image_props == {"hw_numa_nodes": 2, "hw_numa_cpus.0": "0,1,2",
-                               "hw_numa_cpus.1": "3", "hw_numa_mem.0": 2048,
-                               "hw_numa_mem.1": 1024}
+    assert req.image["properties"] == {
+        "hw_numa_nodes": 2, "hw_numa_cpus.0": "0,1,2", "hw_numa_cpus.1": "3",
+        "hw_numa_mem.0": 2048, "hw_numa_mem.1": 1024}
+    # ... which nova's model reads back into the lists nova sent.
+    assert req.image_props.values == {"hw_numa_nodes": 2,
+                                      "hw_numa_cpus": [{0, 1, 2}, {3}],
+                                      "hw_numa_mem": [2048, 1024]}
     cells = numa_topology_filter.guest_cells(req.vcpus, req.memory_mb,
                                              req.extra_specs, req.image_props)
     assert [(c.cpus, c.memory_mb) for c in cells] == [(3, 2048), (1, 1024)]
@@ -477,8 +482,9 @@ def test_legacy_4_0_boot():
     req = request.parse(rs, fp)
     assert (req.memory_mb, req.vcpus, req.root_gb, req.swap) == (2048, 2, 20, 128)
     assert req.instance_type["name"] == "m1.small"
-    assert req.image_props["hw_numa_cpus.1"] == "1"
-    assert req.image_props["hw_architecture"] == "x86_64"
+    assert req.image["properties"]["hw_numa_cpus.1"] == "1"
+    assert req.image_props.get("hw_numa_cpus")[1] == {1}
+    assert req.image_props.get("hw_architecture") == "x86_64"
     assert req.availability_zone == "az1"
     assert req.instance_uuids == [UUID1]
     assert "pci_requests" not in req.instance_properties

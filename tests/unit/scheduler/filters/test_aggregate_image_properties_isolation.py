@@ -53,6 +53,7 @@ def test_non_string_property_is_compared_as_text():
                    {"hw_vm_mode": "hvm", "hw_cpu_cores": "2"})
     assert _passes({"flag": True}, {"flag": "True"})
     assert not _passes({"flag": True}, {"flag": "true"})
+    assert _passes({"hw_cpu_cores": 2.0}, {"hw_cpu_cores": "2"})  # int(2.0)
 
 
 def test_image_without_the_property_passes():
@@ -64,14 +65,69 @@ def test_image_without_the_property_passes():
 
 @pytest.mark.parametrize("empty", ["", None, 0, False, []])
 def test_empty_property_passes(empty):
-    assert _passes({"hw_vm_mode": empty}, {"hw_vm_mode": "hvm"})
+    # A property nova's model does not know, as sent (the extension).
+    assert _passes({"tier": empty}, {"tier": "gold"})
+
+
+@pytest.mark.parametrize("prop, value", [
+    ("hw_qemu_guest_agent", "no"), ("hw_qemu_guest_agent", "maybe"),
+    ("hw_numa_nodes", "0"), ("hw_numa_nodes", 0)])
+def test_property_false_or_zero_in_nova_model_passes(prop, value):
+    # nova's `if prop and ...`: a flexible boolean read as False, or the
+    # integer 0, asks for nothing.
+    assert _passes({prop: value}, {prop: "anything"})
 
 
 def test_list_valued_property_is_compared_as_the_text_of_the_list():
     # nova compares str(prop): a list matches no comma-separated value.
-    assert not _passes({"hw_vm_mode": ["hvm"]}, {"hw_vm_mode": "hvm"})
-    assert not _passes({"hw_vm_mode": ["hvm", "xen"]}, {"hw_vm_mode": "hvm,xen"})
-    assert _passes({"hw_vm_mode": ["hvm"]}, {"hw_vm_mode": "['hvm']"})
+    assert not _passes({"tier": ["gold"]}, {"tier": "gold"})
+    assert not _passes({"tier": ["gold", "silver"]}, {"tier": "gold,silver"})
+    assert _passes({"tier": ["gold"]}, {"tier": "['gold']"})
+    # traits_required (from trait:NAME=required) likewise.
+    assert not _passes({"trait:CUSTOM_A": "required"}, {"traits_required": "CUSTOM_A"})
+    assert _passes({"trait:CUSTOM_A": "required"}, {"traits_required": "['CUSTOM_A']"})
+
+
+def test_legacy_name_is_compared_under_its_current_name():
+    # The example: an image with architecture=x86_64 is kept off a
+    # host whose aggregate wants hw_architecture=aarch64, as in nova.
+    assert not _passes({"architecture": "x86_64"}, {"hw_architecture": "aarch64"})
+    assert _passes({"architecture": "x86_64"}, {"hw_architecture": "x86_64"})
+    assert not _passes({"vm_mode": "hvm"}, {"hw_vm_mode": "xen"})
+    assert not _passes({"hypervisor_type": "kvm"}, {"img_hv_type": "qemu"})
+
+
+def test_aggregate_key_with_a_legacy_name_isolates_nothing():
+    # nova's model has no field 'architecture': the key never matches.
+    assert _passes({"architecture": "x86_64"}, {"architecture": "aarch64"})
+    assert _passes({"hw_architecture": "x86_64"}, {"architecture": "aarch64"})
+
+
+def test_values_are_canonical_as_nova_has_them():
+    assert _passes({"hw_architecture": "amd64"}, {"hw_architecture": "x86_64"})
+    assert not _passes({"hw_architecture": "amd64"}, {"hw_architecture": "amd64"})
+    assert _passes({"hypervisor_type": "xapi"}, {"img_hv_type": "xen"})
+    assert _passes({"hw_vm_mode": "hv"}, {"hw_vm_mode": "hvm"})
+    assert _passes({"os_type": "Linux"}, {"os_type": "linux"})
+
+
+def test_flexible_boolean_compares_as_python_text():
+    # nova: hw_qemu_guest_agent=yes is the boolean True, str() 'True'.
+    assert _passes({"hw_qemu_guest_agent": "yes"}, {"hw_qemu_guest_agent": "True"})
+    assert not _passes({"hw_qemu_guest_agent": "yes"}, {"hw_qemu_guest_agent": "yes"})
+    assert _passes({"hw_qemu_guest_agent": "on"}, {"hw_qemu_guest_agent": "True,False"})
+
+
+def test_integer_property_compares_as_its_number():
+    # "02" is the integer 2 in nova's model.
+    assert _passes({"hw_cpu_cores": "02"}, {"hw_cpu_cores": "2"})
+
+
+def test_unknown_property_is_compared_as_sent():
+    # nova-sched's extension: nova ignores properties its model lacks.
+    assert not _passes({"custom_tier": "gold"}, {"custom_tier": "silver"})
+    assert _passes({"custom_tier": "gold"}, {"custom_tier": "silver,gold"})
+    assert not _passes({"custom_tier": "02"}, {"custom_tier": "2"})
 
 
 def test_host_in_no_aggregate_takes_every_image():

@@ -6,6 +6,7 @@ import pytest
 
 from nova_sched import exception
 from nova_sched.conf import CONF
+from nova_sched.scheduler import cpu_spec
 from nova_sched.scheduler.filters import numa_topology_filter as numa
 from nova_sched.scheduler.filters.numa_topology_filter import NUMATopologyFilter
 from tests.unit.scheduler import fakes
@@ -268,13 +269,13 @@ def test_inconsistent_request_fails_clearly(vcpus, memory_mb, extra, image, prob
 
 
 def test_cpu_spec_syntax():
-    assert numa.parse_cpu_spec("0-3,^2,5") == {0, 1, 3, 5}
-    assert numa.parse_cpu_spec(" 1 , 2 ") == {1, 2}
-    assert numa.parse_cpu_spec("0-3,^1-2") == {0, 3}
-    assert numa.parse_cpu_spec(3) == {3}
+    assert cpu_spec.parse_cpu_spec("0-3,^2,5") == {0, 1, 3, 5}
+    assert cpu_spec.parse_cpu_spec(" 1 , 2 ") == {1, 2}
+    assert cpu_spec.parse_cpu_spec("0-3,^1-2") == {0, 3}
+    assert cpu_spec.parse_cpu_spec(3) == {3}
     for bad in ("3-1", "a", "1-", None):
         with pytest.raises(ValueError):
-            numa.parse_cpu_spec(bad)
+            cpu_spec.parse_cpu_spec(bad)
 
 
 def test_fit_finds_a_matching_where_first_choice_blocks():
