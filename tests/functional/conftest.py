@@ -35,6 +35,23 @@ def rabbitmq():
 
 
 @pytest.fixture(scope="session")
+def nova_venv():
+    """Today's nova and its Placement in a venv of their own (made once, then reused)."""
+    import novacloud
+
+    try:
+        return novacloud.ensure_venv()
+    except novacloud.CloudError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def nova_python(nova_venv):
+    """The python of that venv, to run nova's own code (drivers, capture tools)."""
+    return nova_venv / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
 def workdir(tmp_path_factory):
     """A new directory per call for configs, databases and process logs.
 

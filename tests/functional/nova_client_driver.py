@@ -3,6 +3,7 @@
     <venv>/bin/python tests/functional/nova_client_driver.py \
         --transport-url URL --exchange EXCHANGE --case NAME [--uuids U1,U2]
         [--az ZONE] [--ignore-host HOST] [--memory-mb N] [--version-cap V]
+        [--image-props JSON]
 
 Builds a ``RequestSpec`` the way nova-conductor does and calls
 ``select_destinations`` through nova's own ``nova.scheduler.rpcapi.
@@ -33,6 +34,9 @@ def main() -> int:
     parser.add_argument("--ignore-host", action="append", default=[])
     parser.add_argument("--memory-mb", type=int, default=512)
     parser.add_argument("--version-cap")
+    parser.add_argument("--image-props", default='{"hw_architecture": "x86_64"}',
+                        help="the image's properties as Glance has them (JSON); "
+                        "nova's ImageMeta.from_dict reads them")
     args = parser.parse_args()
 
     import nova.conf
@@ -63,7 +67,7 @@ def main() -> int:
                             extra_specs={})
     image = objects.ImageMeta.from_dict({
         "id": str(uuid.uuid4()), "name": "cirros", "container_format": "bare",
-        "disk_format": "qcow2", "properties": {"hw_architecture": "x86_64"}})
+        "disk_format": "qcow2", "properties": json.loads(args.image_props)})
     uuids = args.uuids.split(",")
     spec = objects.RequestSpec(
         ctxt, flavor=flavor, image=image, num_instances=len(uuids),

@@ -16,7 +16,6 @@ honoured; the claims are in the database.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -27,26 +26,9 @@ import cloudlib
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NOVA_VERSION = os.environ.get("NOVA_SCHED_NOVA_VERSION", "34.*")
 COMPUTES = {"n-1": (8, 8192, 100), "n-2": (8, 8192, 100), "n-3": (8, 8192, 100),
             "n-az": (8, 8192, 100)}
 DRIVER = Path(__file__).with_name("nova_client_driver.py")
-
-
-@pytest.fixture(scope="module")
-def nova_python():
-    """The python of a venv with nova installed (made once, then reused)."""
-    default = Path.home() / ".cache" / "nova-sched" / (
-        "nova-venv-" + NOVA_VERSION.replace("*", "x"))
-    venv = Path(os.environ.get("NOVA_SCHED_NOVA_VENV", default))
-    made = subprocess.run(["bash", str(cloudlib.REPO / "tools" / "nova_venv.sh"),
-                           NOVA_VERSION, str(venv)],
-                          capture_output=True, text=True, timeout=1800,
-                          stdin=subprocess.DEVNULL)
-    if made.returncode != 0:
-        pytest.fail(f"could not install nova {NOVA_VERSION} in {venv}:\n"
-                    f"{made.stdout[-3000:]}\n{made.stderr[-3000:]}")
-    return venv / "bin" / "python"
 
 
 @pytest.fixture(scope="module")

@@ -58,15 +58,6 @@ PER_FILTER_REASON = re.compile(r"\d+/\d+ hosts available: .*\w+ removed \d+")
 
 
 @pytest.fixture(scope="module")
-def nova_venv():
-    """nova and Placement in a venv of their own (made once, then reused)."""
-    try:
-        return novacloud.ensure_venv()
-    except novacloud.CloudError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
-@pytest.fixture(scope="module")
 def nova_cloud(rabbitmq, workdir, nova_venv):
     if not novacloud.mysql_reachable():
         pytest.fail("MariaDB is not answering on 127.0.0.1:3306: run "
