@@ -223,8 +223,11 @@ class _Reader:
                 raise _Bad("may not be null")
             self.values[field] = _COERCE[kind](value, valid)
         except _Bad as err:
-            where = sent_as if sent_as == field else f"{sent_as} (nova's {field})"
-            self.problems.append(f"image property {where}={_show(value)} {err}")
+            self.problem(sent_as if sent_as == field else f"{sent_as} (nova's {field})",
+                         value, err)
+
+    def problem(self, where: str, value: Any, err: ValueError) -> None:
+        self.problems.append(f"image property {where}={_show(value)} {err}")
 
     def cells(self, props: Mapping[str, Any], field: str,
               read: Callable[[Any], Any]) -> list[str]:
@@ -237,8 +240,8 @@ class _Reader:
             keys.append(key)
             try:
                 cells.append(read(props[key]))
-            except (_Bad, ValueError) as err:
-                self.problems.append(f"image property {key}={_show(props[key])} {err}")
+            except ValueError as err:  # _Bad, or parse_cpu_spec's
+                self.problem(key, props[key], err)
         if keys and len(cells) == len(keys):
             self.values[field] = cells
         return keys
