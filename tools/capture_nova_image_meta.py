@@ -36,54 +36,64 @@ import sys
 import warnings
 from importlib import metadata
 
-warnings.filterwarnings("ignore")
 
-from nova import objects  # noqa: E402
-from nova.objects import fields as nova_fields  # noqa: E402
-from nova.objects import image_meta  # noqa: E402
-from oslo_versionedobjects import fields as ovo_fields  # noqa: E402
+class _Nova:
+    """nova's modules, imported on first use: the unit tests load this
+    file without nova, for ``encode`` alone."""
 
-objects.register_all()
-Props = image_meta.ImageMetaProps
+    def __getattr__(self, name):
+        warnings.filterwarnings("ignore")
+        from nova import objects
+        from nova.objects import fields as nova_fields
+        from nova.objects import image_meta
+        from oslo_versionedobjects import fields as ovo_fields
 
-# Enums whose coerce does more than check membership, and what nova-sched
-# calls that rule (nova_sched/scheduler/image_meta.py implements each).
-_ENUM_RULES = {
-    nova_fields.Architecture: "architecture",
-    nova_fields.HVType: "hv_type",
-    nova_fields.VMMode: "vm_mode",
-    nova_fields.OSType: "lower_enum",
-    nova_fields.SCSIModel: "scsi_model",
-    nova_fields.VIFModel: "vif_model",
-}
+        objects.register_all()
+        self.Props = image_meta.ImageMetaProps
+        self.fields = nova_fields
+        self.ovo = ovo_fields
+        # Enums whose coerce does more than check membership, and what
+        # nova-sched calls that rule (nova_sched/scheduler/image_meta.py
+        # implements each).
+        self.enum_rules = {
+            nova_fields.Architecture: "architecture",
+            nova_fields.HVType: "hv_type",
+            nova_fields.VMMode: "vm_mode",
+            nova_fields.OSType: "lower_enum",
+            nova_fields.SCSIModel: "scsi_model",
+            NOVA.fields.VIFModel: "vif_model",
+        }
+        self.plain_rules = {
+            ovo_fields.FlexibleBooleanField: "boolean",
+            ovo_fields.IntegerField: "integer",
+            ovo_fields.StringField: "string",
+            ovo_fields.UUIDField: "uuid",
+            ovo_fields.VersionPredicateField: "version_predicate",
+            ovo_fields.ListOfStringsField: "list_of_strings",
+            ovo_fields.ListOfIntegersField: "list_of_integers",
+            ovo_fields.ListOfSetsOfIntegersField: "list_of_cpu_sets",
+            ovo_fields.ListOfDictOfNullableStringsField: "list_of_string_dicts",
+        }
+        return object.__getattribute__(self, name)
 
-_PLAIN_RULES = {
-    ovo_fields.FlexibleBooleanField: "boolean",
-    ovo_fields.IntegerField: "integer",
-    ovo_fields.StringField: "string",
-    ovo_fields.UUIDField: "uuid",
-    ovo_fields.VersionPredicateField: "version_predicate",
-    ovo_fields.ListOfStringsField: "list_of_strings",
-    ovo_fields.ListOfIntegersField: "list_of_integers",
-    ovo_fields.ListOfSetsOfIntegersField: "list_of_cpu_sets",
-    ovo_fields.ListOfDictOfNullableStringsField: "list_of_string_dicts",
-}
+
+NOVA = _Nova()
 
 
 def field_rule(name, field):
     """(kind, valid values or None) for one ImageMetaProps field."""
-    if field.nullable or field.default is not ovo_fields.UnspecifiedDefault:
+    if field.nullable or field.default is not NOVA.ovo.UnspecifiedDefault:
         sys.exit(f"{name}: nullable or defaulted fields are new to this tool")
-    if isinstance(field, ovo_fields.BaseEnumField):
+    if isinstance(field, NOVA.ovo.BaseEnumField):
         enum = type(field._type)
-        rule = _ENUM_RULES.get(enum)
+        rule = NOVA.enum_rules.get(enum)
         if rule is None:
-            if enum.coerce is not ovo_fields.Enum.coerce:
+            if enum.coerce is not NOVA.ovo.Enum.coerce:
                 sys.exit(f"{name}: {enum.__name__} has a coerce of its own; "
                          "teach nova_sched/scheduler/image_meta.py and this tool")
             rule = "enum"
         return rule, tuple(field._type.valid_values)
-    for cls, rule in _PLAIN_RULES.items():
+    for cls, rule in NOVA.plain_rules.items():
         if type(field) is cls:
             return rule, None
     sys.exit(f"{name}: field type {type(field).__name__} is new to this tool")
@@ -91,37 +101,37 @@ def field_rule(name, field):
 
 def write_model(path):
     rules = {name: field_rule(name, field)
-             for name, field in sorted(Props.fields.items())}
+             for name, field in sorted(NOVA.Props.fields.items())}
     nova_version = metadata.version("nova")
     text = [
         '"""nova\'s ImageMetaProps, as facts: generated, do not edit.',
         "",
-        f"Captured from nova {nova_version} (ImageMetaProps {Props.VERSION}) by",
+        f"Captured from nova {nova_version} (ImageMetaProps {NOVA.Props.VERSION}) by",
         "tools/capture_nova_image_meta.py; nova_sched/scheduler/image_meta.py",
         "holds the rules that read image properties with these facts.",
         '"""',
         "",
         f"NOVA_VERSION = {nova_version!r}",
-        f"MODEL_VERSION = {Props.VERSION!r}",
+        f"MODEL_VERSION = {NOVA.Props.VERSION!r}",
         "",
         "# ImageMetaProps.NUMA_NODES_MAX: hw_numa_cpus.N / hw_numa_mem.N are read",
         "# for N from 0 up to the first gap, below this.",
-        f"NUMA_NODES_MAX = {Props.NUMA_NODES_MAX}",
+        f"NUMA_NODES_MAX = {NOVA.Props.NUMA_NODES_MAX}",
         "",
         "# ImageMetaProps._legacy_property_map: old name -> current name.",
-        "LEGACY_NAMES = " + pprint.pformat(dict(Props._legacy_property_map),
+        "LEGACY_NAMES = " + pprint.pformat(dict(NOVA.Props._legacy_property_map),
                                            sort_dicts=False),
         "",
         "# VIFModel.LEGACY_VALUES: VMware's spellings -> nova's VIF model.",
         "VIF_LEGACY_VALUES = " + pprint.pformat(
-            dict(nova_fields.VIFModel.LEGACY_VALUES)),
+            dict(NOVA.fields.VIFModel.LEGACY_VALUES)),
         "",
         "# Field name -> (kind, valid values for enums else None), in nova's",
         "# declaration order (the order nova sets them, so the order its first",
         "# error comes in).",
         "FIELDS = {",
     ]
-    for name in Props.fields:
+    for name in NOVA.Props.fields:
         text.append(f"    {name!r}: {rules[name]!r},")
     text.append("}")
     with open(path, "w") as out:
@@ -231,7 +241,7 @@ def _sample(kind, valid):
     }.get(kind, valid[0] if valid else None)
 
 
-def _encode(value):
+def encode(value):
     """A typed value as JSON that keeps bool apart from int and sets apart."""
     if isinstance(value, bool):
         return {"bool": value}
@@ -242,9 +252,9 @@ def _encode(value):
     if isinstance(value, set):
         return {"set": sorted(value)}
     if isinstance(value, list):
-        return {"list": [_encode(v) for v in value]}
+        return {"list": [encode(v) for v in value]}
     if isinstance(value, dict):
-        return {"dict": {k: _encode(v) for k, v in value.items()}}
+        return {"dict": {k: encode(v) for k, v in value.items()}}
     if value is None:
         return {"none": None}
     raise TypeError(f"cannot encode {type(value).__name__}")
@@ -252,18 +262,18 @@ def _encode(value):
 
 def _nova_answer(props):
     try:
-        obj = Props.from_dict(dict(props))
+        obj = NOVA.Props.from_dict(dict(props))
     except Exception as err:  # nova lets ValueError, TypeError and more out
         return {"error": type(err).__name__, "message": str(err)}
     return {"fields": {
-        name: {"value": _encode(getattr(obj, name)),
+        name: {"value": encode(getattr(obj, name)),
                "str": str(getattr(obj, name))}
-        for name in Props.fields if obj.obj_attr_is_set(name)}}
+        for name in NOVA.Props.fields if obj.obj_attr_is_set(name)}}
 
 
 def write_examples(path):
     examples = list(_EXAMPLES)
-    for name, field in Props.fields.items():
+    for name, field in NOVA.Props.fields.items():
         if name in ("hw_numa_cpus", "hw_numa_mem", "traits_required"):
             continue  # only through their Glance spellings (above)
         kind, valid = field_rule(name, field)
@@ -272,7 +282,7 @@ def write_examples(path):
                for props, shows in examples]
     document = {
         "nova": metadata.version("nova"),
-        "image_meta_props": Props.VERSION,
+        "image_meta_props": NOVA.Props.VERSION,
         "made_by": "tools/capture_nova_image_meta.py",
         "examples": answers,
     }

@@ -9,6 +9,7 @@ it raised.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pathlib
 
@@ -21,22 +22,17 @@ _CAPTURE = json.loads((pathlib.Path(__file__).parent / "fixtures"
 EXAMPLES = _CAPTURE["examples"]
 
 
-def _typed(value):
-    """The capture's encoding: bool apart from int, sets apart from lists."""
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    if isinstance(value, str):
-        return {"str": value}
-    if isinstance(value, set):
-        return {"set": sorted(value)}
-    if isinstance(value, list):
-        return {"list": [_typed(v) for v in value]}
-    if isinstance(value, dict):
-        return {"dict": {k: _typed(v) for k, v in value.items()}}
-    assert value is None, f"unexpected type {type(value).__name__}"
-    return {"none": None}
+def _capture_tool():
+    """The capture tool itself, for its encoding (it imports nova only on use)."""
+    path = pathlib.Path(__file__).parents[3] / "tools" / "capture_nova_image_meta.py"
+    spec = importlib.util.spec_from_file_location("capture_nova_image_meta", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# bool apart from int, sets apart from lists: as the capture wrote nova's values.
+_typed = _capture_tool().encode
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e["shows"] for e in EXAMPLES])
