@@ -51,13 +51,13 @@ import numpy as np  # noqa: E402
 
 from nova_sched.conf import CONF  # noqa: E402
 from nova_sched.db.aggregates import AggregateInfo  # noqa: E402
-from nova_sched.scheduler import request  # noqa: E402
-from nova_sched.scheduler.cycle_state import CycleState  # noqa: E402
+from nova_sched.scheduler.wire import request
+from nova_sched.scheduler.decision.cycle_state import CycleState  # noqa: E402
 from nova_sched.scheduler.filter_scheduler import FilterScheduler  # noqa: E402
 from nova_sched.scheduler.filters import HostFilterHandler  # noqa: E402
 from nova_sched.scheduler.host_manager import HostManager  # noqa: E402
-from nova_sched.scheduler.host_state import HostState  # noqa: E402
-from nova_sched.scheduler.server_groups import GroupContext  # noqa: E402
+from nova_sched.scheduler.cloud.host_state import HostState  # noqa: E402
+from nova_sched.scheduler.decision.server_groups import GroupContext  # noqa: E402
 from nova_sched.scheduler.weights import (  # noqa: E402
     HostWeightHandler, Ranking, normalize)
 from nova_sched.sim import flavors  # noqa: E402

@@ -37,7 +37,7 @@ import nova_sched  # noqa: E402,F401
 from nova_sched.conf import CONF  # noqa: E402
 from nova_sched.db import api as db_api  # noqa: E402
 from nova_sched.db import compute_nodes as db_nodes  # noqa: E402
-from nova_sched.scheduler import compute_report  # noqa: E402
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.host_manager import HostManager  # noqa: E402
 
 # Seconds a started daemon has to answer before the run is an error.

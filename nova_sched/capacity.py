@@ -8,7 +8,7 @@ evaluates them under its row lock), so what a filter passes is what a claim
 on an idle node accepts.
 
 Which ratio applies to a node (its own, its aggregates', the option) is the
-scheduler's business (``nova_sched.scheduler.resources``); this module only
+scheduler's business (``nova_sched.scheduler.cloud.resources``); this module only
 knows the arithmetic and the names of each resource's figures.
 """
 

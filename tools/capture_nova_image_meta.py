@@ -5,7 +5,7 @@ Run with the python of a venv that has nova installed (tools/nova_venv.sh):
 
     ~/.cache/nova-sched/nova-venv-34.x/bin/python \\
         tools/capture_nova_image_meta.py \\
-        --model nova_sched/scheduler/nova_image_model.py \\
+        --model nova_sched/scheduler/wire/nova_image_model.py \\
         --examples tests/unit/scheduler/fixtures/image_meta_nova34.json
 
 It writes two files:
@@ -14,7 +14,7 @@ It writes two files:
   nova-sched imports: every field's name and how nova coerces it (its
   kind and, for enums, the valid values), the legacy property names, the
   NUMA cell limit, VIFModel's legacy spellings. nova-sched's own coercion
-  code (nova_sched/scheduler/image_meta.py) reads these; a new nova
+  code (nova_sched/scheduler/wire/image_meta.py) reads these; a new nova
   release is taken in by running this tool again and reading the diff.
 * ``--examples``: image property dicts and what nova's
   ``ImageMetaProps.from_dict`` makes of each (every set field with its
@@ -53,7 +53,7 @@ class _Nova:
         self.fields = nova_fields
         self.ovo = ovo_fields
         # Enums whose coerce does more than check membership, and what
-        # nova-sched calls that rule (nova_sched/scheduler/image_meta.py
+        # nova-sched calls that rule (nova_sched/scheduler/wire/image_meta.py
         # implements each).
         self.enum_rules = {
             nova_fields.Architecture: "architecture",
@@ -90,7 +90,7 @@ def field_rule(name, field):
         if rule is None:
             if enum.coerce is not NOVA.ovo.Enum.coerce:
                 sys.exit(f"{name}: {enum.__name__} has a coerce of its own; "
-                         "teach nova_sched/scheduler/image_meta.py and this tool")
+                         "teach nova_sched/scheduler/wire/image_meta.py and this tool")
             rule = "enum"
         return rule, tuple(field._type.valid_values)
     for cls, rule in NOVA.plain_rules.items():
@@ -107,7 +107,7 @@ def write_model(path):
         '"""nova\'s ImageMetaProps, as facts: generated, do not edit.',
         "",
         f"Captured from nova {nova_version} (ImageMetaProps {NOVA.Props.VERSION}) by",
-        "tools/capture_nova_image_meta.py; nova_sched/scheduler/image_meta.py",
+        "tools/capture_nova_image_meta.py; nova_sched/scheduler/wire/image_meta.py",
         "holds the rules that read image properties with these facts.",
         '"""',
         "",

@@ -72,7 +72,7 @@ def _add_db(subparsers) -> None:
 # -- host -------------------------------------------------------------------
 def _host_list(args) -> int:
     if CONF.scheduler.host_source == "nova_cells":
-        from nova_sched.scheduler.sources.nova_cells import NovaCellsSource
+        from nova_sched.scheduler.cloud.sources.nova_cells import NovaCellsSource
 
         # Placement's capacity and usage, nova's services and nodes.
         hosts = NovaCellsSource().host_list()

@@ -174,7 +174,7 @@ class ComputeNode(Base):
     reserved_host_cpus: Mapped[int] = mapped_column(Integer, default=0)
     # The node's own allocation ratios, when its report carries them (as
     # today's nova computes send them); NULL: the scheduler decides
-    # (scheduler.resources). A double, so a ratio such as 1.1 is read back
+    # (scheduler.cloud.resources). A double, so a ratio such as 1.1 is read back
     # exactly as reported.
     cpu_allocation_ratio: Mapped[float | None] = mapped_column(Double)
     ram_allocation_ratio: Mapped[float | None] = mapped_column(Double)

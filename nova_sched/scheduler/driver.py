@@ -1,7 +1,7 @@
 """The driver interface: a decision over the host table, and loading by name.
 
 A driver decides; it does not claim, record or cast (the scheduling cycle
-does, ``scheduler.cycle``). ``decide(cycle)`` prepares the driver's
+does, ``scheduler.decision.cycle``). ``decide(cycle)`` prepares the driver's
 plugins for the decision, then, holding the host table's lock, filters and
 weighs the live nodes and returns a ``Decision``: the candidates in the
 order they should be tried, with the diagnosis of what each filter removed.
@@ -16,8 +16,8 @@ import numpy as np
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import loadables
-from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.decision import loadables
+from nova_sched.scheduler.decision.cycle_state import CycleState
 from nova_sched.scheduler.filters import FilterResult
 from nova_sched.scheduler.weights import Ranking, WeighResult
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from nova_sched.conf import CONF
 from nova_sched.scheduler import driver
-from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.decision.cycle_state import CycleState
 from nova_sched.scheduler.filters import HostFilterHandler, among
 from nova_sched.scheduler.weights import HostWeightHandler
 

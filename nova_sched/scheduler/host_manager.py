@@ -35,9 +35,9 @@ from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.scheduler.claim_stores.base import Claim
-from nova_sched.scheduler.host_state import NODE_RATIO_COLUMNS, HostState, HostTable
-from nova_sched.scheduler.sources.base import HostRows, HostSource
-from nova_sched.scheduler.sources.compute_reports import ComputeReportsSource
+from nova_sched.scheduler.cloud.host_state import NODE_RATIO_COLUMNS, HostState, HostTable
+from nova_sched.scheduler.cloud.sources.base import HostRows, HostSource
+from nova_sched.scheduler.cloud.sources.compute_reports import ComputeReportsSource
 
 LOG = logging.getLogger(__name__)
 
@@ -324,7 +324,7 @@ class HostManager:
                           num_instances=claims["claimed_instances"]
                           + self._unclaimed.get(node["host"], 0))
         # The node's own ratios (NULL: none, 0.0 in the table);
-        # scheduler.resources decides which ratio applies.
+        # scheduler.cloud.resources decides which ratio applies.
         for resource in RESOURCES:
             values[NODE_RATIO_COLUMNS[resource.name]] = float(
                 node.get(resource.ratio_option) or 0.0)

@@ -26,8 +26,8 @@ from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import settings as db_settings
 from nova_sched.db.aggregates import AggregateInfo
 from nova_sched.placement import CANDIDATES_VERSION
-from nova_sched.scheduler import nova_objects, request
-from nova_sched.scheduler import spec_obj as spec_objects
+from nova_sched.scheduler.wire import nova_objects, request
+from nova_sched.scheduler.wire import spec_obj as spec_objects
 from nova_sched.scheduler.metrics import counted
 
 LOG = logging.getLogger(__name__)

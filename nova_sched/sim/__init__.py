@@ -15,12 +15,16 @@ import random
 import time
 from typing import Any
 
+from tqdm import tqdm
+
 from nova_sched.sim import boot, cloud, flavors, report
-from nova_sched.sim.progress import ProgressBar
 
 # Seconds to wait for the scheduler to learn about every node at start.
 _REPORT_TIMEOUT_BASE = 30.0
 _REPORT_TIMEOUT_PER_HOST = 0.05
+# Seconds between redraws of a progress bar: often enough to look alive,
+# seldom enough to take nothing noticeable from the scheduler (GIL).
+_PROGRESS_MININTERVAL = 0.1
 
 
 @dataclasses.dataclass
@@ -46,21 +50,22 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
         sim = cloud.EmbeddedCloud(fleet, tracker.note_arrival)
         try:
             sim.start()
-            bar = ProgressBar(hosts, "hosts   ", enabled=show_progress)
-            known = sim.report_all(_REPORT_TIMEOUT_BASE + hosts * _REPORT_TIMEOUT_PER_HOST,
-                                   progress=bar.update)
-            bar.close(known)
+            with _progress_bar(hosts, "hosts", "host", show_progress) as bar:
+                known = sim.report_all(
+                    _REPORT_TIMEOUT_BASE + hosts * _REPORT_TIMEOUT_PER_HOST,
+                    progress=lambda count: _advance(bar, count))
             if known < hosts:
                 raise RuntimeError(f"only {known} of {hosts} compute nodes reached "
                                    "the scheduler in time")
             startup_s = time.perf_counter() - started
-            bar = ProgressBar(instances, "booting ", enabled=show_progress)
-            outcome = boot.boot(
-                sim.scheduler_api, requests, tracker,
-                progress=lambda done, placed, failed: bar.update(
-                    done, f"placed {placed}  failed {failed}"))
-            bar.close(tracker.completed, f"placed {len(tracker.arrived_at)}  "
-                      f"failed {len(tracker.failed_at)}")
+            with _progress_bar(instances, "booting", "instance", show_progress) as bar:
+                outcome = boot.boot(
+                    sim.scheduler_api, requests, tracker,
+                    progress=lambda done, placed, failed: _advance(
+                        bar, done, placed=placed, failed=failed))
+                # boot() stops reporting once the last instance is done.
+                _advance(bar, tracker.completed, placed=len(tracker.arrived_at),
+                         failed=len(tracker.failed_at))
             if outcome.client_error is not None:
                 raise RuntimeError(f"the compute-api client failed: "
                                    f"{outcome.client_error!r}")
@@ -75,3 +80,19 @@ def run(hosts: int, instances: int, seed: int, *, window: int = boot.DEFAULT_WIN
             window=tracker.window, reschedules=reschedules, state_mb=state_mb)
         usage = report.host_usage()
     return SimResult(summary=summary, usage=usage, shapes=sim.shapes)
+
+
+def _progress_bar(total: int, desc: str, unit: str, show: bool | None) -> tqdm:
+    # disable=None is tqdm's own terminal check on stderr: pipes and log
+    # files get the summary alone. miniters=0 redraws on time only, so the
+    # elapsed time and ETA keep moving while the counts stand still.
+    return tqdm(total=total, desc=desc, unit=unit,
+                disable=None if show is None else not show,
+                mininterval=_PROGRESS_MININTERVAL, miniters=0, leave=True)
+
+
+def _advance(bar: tqdm, done: int, **postfix: int) -> None:
+    # The callers report running totals; tqdm counts increments.
+    if postfix:
+        bar.set_postfix(postfix, refresh=False)
+    bar.update(done - bar.n)

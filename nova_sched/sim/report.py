@@ -26,7 +26,7 @@ The figures:
   share of its allocatable capacity, ``total x ratio - reserved`` with the
   ratio the scheduler's resource model gives the node (its own reported
   ratio, else its aggregates' while the Aggregate*Filter runs, else the
-  option; ``scheduler.resources``): 100% means the scheduler can put
+  option; ``scheduler.cloud.resources``): 100% means the scheduler can put
   nothing more of that resource there.
 
 Every figure is read through ``nova_sched.db`` functions.
@@ -47,7 +47,7 @@ from nova_sched.capacity import RESOURCES
 from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import allocations as db_allocations
 from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import resources
+from nova_sched.scheduler.cloud import resources
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Counts that differ between otherwise identical NoValidHost reasons.

@@ -1,7 +1,7 @@
 """What a claim is, and the interface every claim store offers.
 
 The cycle takes a claim for the chosen node with the ratios its decision
-used (``scheduler.resources``), so a store that judges fit itself (the
+used (``scheduler.cloud.resources``), so a store that judges fit itself (the
 local one) judges the node exactly as the filters did. Two stores stand
 behind this interface: ``local`` (guarded updates in the scheduler's own
 database) and ``placement`` (allocations in nova's Placement).
@@ -13,7 +13,7 @@ import dataclasses
 from typing import Mapping, Protocol
 
 from nova_sched.capacity import RESOURCES
-from nova_sched.scheduler import resources
+from nova_sched.scheduler.cloud import resources
 
 
 @dataclasses.dataclass(frozen=True)

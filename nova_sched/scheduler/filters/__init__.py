@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.scheduler import alike_hosts, loadables
-from nova_sched.scheduler.cycle_state import CycleState
-from nova_sched.scheduler.host_state import HostState
-from nova_sched.scheduler.request import RequestSpec
+from nova_sched.scheduler.cloud import alike_hosts
+from nova_sched.scheduler.decision import loadables
+from nova_sched.scheduler.decision.cycle_state import CycleState
+from nova_sched.scheduler.cloud.host_state import HostState
+from nova_sched.scheduler.wire.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 

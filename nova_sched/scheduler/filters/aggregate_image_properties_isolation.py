@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters, image_meta
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import aggregate_metadata
+from nova_sched.scheduler.wire import image_meta
 
 
 class AggregateImagePropertiesIsolation(filters.BaseHostFilter):

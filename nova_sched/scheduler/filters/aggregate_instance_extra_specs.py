@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import aggregate_metadata
 from nova_sched.scheduler.filters import extra_specs_ops
 
 _SCOPE = "aggregate_instance_extra_specs"

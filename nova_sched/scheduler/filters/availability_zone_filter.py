@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import aggregate_metadata
 
 
 class AvailabilityZoneFilter(filters.BaseHostFilter):

@@ -9,7 +9,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from nova_sched.scheduler import alike_hosts, filters, host_kinds
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import alike_hosts, host_kinds
+from nova_sched.scheduler.cloud.host_state import attribute_kind
 from nova_sched.scheduler.filters import extra_specs_ops
 
 LOG = logging.getLogger(__name__)
@@ -154,7 +156,7 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
         """
         states = cycle.table.states
         first = requirement.path[0]
-        what = host_kinds.attribute(first)
+        what = attribute_kind(first)
 
         def judge(row: int) -> bool:
             return _passes(requirement, _reading(states[row], requirement))

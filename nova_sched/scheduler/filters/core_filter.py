@@ -9,7 +9,7 @@ from nova_sched.scheduler import filters
 class CoreFilter(filters.BaseHostFilter):
     """Only nodes with enough vCPUs left under their limit.
 
-    The resource model (``nova_sched.scheduler.resources``) gives each
+    The resource model (``nova_sched.scheduler.cloud.resources``) gives each
     node's limit, ``vcpus x ratio - reserved``, with the ratio the node
     reports, else its aggregates' (while AggregateCoreFilter is enabled),
     else ``cpu_allocation_ratio``. As in nova, no instance may have more
@@ -33,7 +33,7 @@ class CoreFilter(filters.BaseHostFilter):
 class AggregateCoreFilter(CoreFilter):
     """CoreFilter, and aggregates' ``cpu_allocation_ratio`` counts.
 
-    While it is enabled, the resource model (``scheduler.resources``) takes
+    While it is enabled, the resource model (``scheduler.cloud.resources``) takes
     a node's ratio from its aggregates and judges vCPUs by it everywhere
     (filters, weighers, limits, claims).
     """

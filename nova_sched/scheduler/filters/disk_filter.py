@@ -11,7 +11,7 @@ class DiskFilter(filters.BaseHostFilter):
 
     Sizes are in MB: the request's ``(root_gb + ephemeral_gb) * 1024 +
     swap`` against the node's limit from the resource model
-    (``nova_sched.scheduler.resources``), ``local_gb * 1024 x ratio -
+    (``nova_sched.scheduler.cloud.resources``), ``local_gb * 1024 x ratio -
     reserved``, with the ratio the node reports, else its aggregates'
     (while AggregateDiskFilter is enabled), else ``disk_allocation_ratio``.
     As in nova, an instance never overcommits against itself: it may not
@@ -28,7 +28,7 @@ class DiskFilter(filters.BaseHostFilter):
 class AggregateDiskFilter(DiskFilter):
     """DiskFilter, and aggregates' ``disk_allocation_ratio`` counts.
 
-    While it is enabled, the resource model (``scheduler.resources``) takes
+    While it is enabled, the resource model (``scheduler.cloud.resources``) takes
     a node's ratio from its aggregates and judges disk by it everywhere
     (filters, weighers, limits, claims).
     """

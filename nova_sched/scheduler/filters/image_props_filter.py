@@ -9,7 +9,9 @@ import numpy as np
 from oslo_utils import versionutils
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import alike_hosts, filters, image_meta
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import alike_hosts
+from nova_sched.scheduler.wire import image_meta
 
 LOG = logging.getLogger(__name__)
 

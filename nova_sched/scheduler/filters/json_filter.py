@@ -44,7 +44,7 @@ results as host by host: a variable naming a figure that claims change
 (``$free_ram_mb``, ``$num_instances``, the allocation ratios...) is a
 column, compared with NumPy; one naming what a node reported (``$host``,
 ``$stats.rack``, ``$cpu_info.vendor``...) is a kind the host table keeps
-per node (``scheduler.host_kinds``), and commands over such values are
+per node (``scheduler.cloud.host_kinds``), and commands over such values are
 worked out once per distinct value (or combination of values), with
 nova's own functions, whatever the number of hosts.
 """
@@ -59,7 +59,9 @@ from typing import Any, Callable
 import numpy as np
 
 from nova_sched import exception
-from nova_sched.scheduler import filters, host_kinds
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import host_kinds
+from nova_sched.scheduler.cloud.host_state import attribute_kind
 
 LOG = logging.getLogger(__name__)
 
@@ -361,7 +363,7 @@ class _Evaluation:
 
     def _variable(self, path: tuple[str, ...]):
         cycle, rows, name = self.cycle, self.rows, path[0]
-        what = host_kinds.attribute(name)
+        what = attribute_kind(name)
         if what == host_kinds.ABSENT:
             return _Const(_MISSING)
         if what == host_kinds.FIGURE:

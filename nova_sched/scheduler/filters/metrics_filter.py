@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import alike_hosts
 
 
 def _wanted_metrics() -> frozenset[str]:

@@ -20,7 +20,7 @@ As in nova's ``_numa_fit_instance_cell`` for unpinned guests, a guest cell
 fits a host cell when it is no bigger than the cell (no overcommit against
 itself) and the cell's usage plus the guest cell stays within ``len(cpus) x
 CPU ratio`` CPUs and ``memory_mb x RAM ratio`` MB, the node's effective
-allocation ratios (``scheduler.resources``: its own reported ratio, its
+allocation ratios (``scheduler.cloud.resources``: its own reported ratio, its
 aggregates' or the option, as for RamFilter and CoreFilter). A
 host passes when the guest's cells fit on distinct host cells (any
 assignment; nova tries permutations, this finds a matching). A request
@@ -56,9 +56,10 @@ import numpy as np
 
 from nova_sched import capacity, exception
 from nova_sched.capacity import RAM, VCPU
-from nova_sched.scheduler import filters, image_meta
-from nova_sched.scheduler.cpu_spec import parse_cpu_spec
-from nova_sched.scheduler.nova_image_model import NUMA_NODES_MAX
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.wire import image_meta
+from nova_sched.scheduler.wire.cpu_spec import parse_cpu_spec
+from nova_sched.scheduler.wire.nova_image_model import NUMA_NODES_MAX
 
 LOG = logging.getLogger(__name__)
 

@@ -35,7 +35,8 @@ import numpy as np
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import alike_hosts, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import alike_hosts
 
 LOG = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from nova_sched.scheduler import filters
 class RamFilter(filters.BaseHostFilter):
     """Only nodes with enough RAM left under their limit.
 
-    The resource model (``nova_sched.scheduler.resources``) gives each
+    The resource model (``nova_sched.scheduler.cloud.resources``) gives each
     node's limit, ``memory_mb x ratio - reserved``, with the ratio the node
     reports, else its aggregates' (while AggregateRamFilter is enabled),
     else ``ram_allocation_ratio``; the instance fits when the claims plus
@@ -27,7 +27,7 @@ class RamFilter(filters.BaseHostFilter):
 class AggregateRamFilter(RamFilter):
     """RamFilter, and aggregates' ``ram_allocation_ratio`` counts.
 
-    While it is enabled, the resource model (``scheduler.resources``) takes
+    While it is enabled, the resource model (``scheduler.cloud.resources``) takes
     a node's ratio from its aggregates and judges RAM by it everywhere
     (filters, weighers, limits, claims).
     """

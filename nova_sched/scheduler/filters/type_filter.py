@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import aggregate_metadata
 
 
 class AggregateTypeAffinityFilter(filters.BaseHostFilter):

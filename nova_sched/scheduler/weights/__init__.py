@@ -18,10 +18,11 @@ import numpy as np
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata, loadables
-from nova_sched.scheduler.cycle_state import CycleState
-from nova_sched.scheduler.host_state import HostState
-from nova_sched.scheduler.request import RequestSpec
+from nova_sched.scheduler.cloud import aggregate_metadata
+from nova_sched.scheduler.decision import loadables
+from nova_sched.scheduler.decision.cycle_state import CycleState
+from nova_sched.scheduler.cloud.host_state import HostState
+from nova_sched.scheduler.wire.request import RequestSpec
 
 
 class BaseHostWeigher:

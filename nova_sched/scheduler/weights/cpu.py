@@ -13,7 +13,7 @@ from nova_sched.scheduler import weights
 class CPUWeigher(weights.BaseHostWeigher):
     """nova's CPUWeigher: ``vcpus x ratio - reserved - claimed``.
 
-    The ratio is the node's effective one (``scheduler.resources``), the
+    The ratio is the node's effective one (``scheduler.cloud.resources``), the
     same the filters and the claim use.
     """
 

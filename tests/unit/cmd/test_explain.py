@@ -14,7 +14,7 @@ import pytest
 
 from nova_sched.cmd import explain, manage
 from nova_sched.conf import CONF
-from nova_sched.scheduler import request
+from nova_sched.scheduler.wire import request
 
 CANNED = {
     "hosts": [

@@ -16,7 +16,7 @@ from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
-from nova_sched.scheduler import compute_report
+from nova_sched.scheduler.cloud import compute_report
 from tests.unit.scheduler.conftest import compute_report as node_report
 
 

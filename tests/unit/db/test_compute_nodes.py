@@ -11,7 +11,7 @@ import pytest
 
 from nova_sched import exception
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.scheduler import compute_report
+from nova_sched.scheduler.cloud import compute_report
 from tests.unit.scheduler.conftest import compute_report as report
 
 RATIOS = ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio")

@@ -111,7 +111,7 @@ def place(driver, spec, instance_uuid):
     import dataclasses
 
     from nova_sched.scheduler.claims import DatabaseClaims
-    from nova_sched.scheduler.cycle import SchedulingCycle
+    from nova_sched.scheduler.decision.cycle import SchedulingCycle
 
     cycle = SchedulingCycle(driver, driver.host_manager, DatabaseClaims(),
                             compute_api=None, notifier=None)
@@ -124,7 +124,7 @@ def place(driver, spec, instance_uuid):
 
 def choose(driver, spec):
     """The node a decision would choose for ``spec``, claiming nothing."""
-    from nova_sched.scheduler.cycle_state import CycleState
+    from nova_sched.scheduler.decision.cycle_state import CycleState
 
     decision = driver.decide(CycleState(spec=spec))
     return decision.selection(0)

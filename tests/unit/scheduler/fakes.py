@@ -7,10 +7,11 @@ import time
 from typing import Any, Iterable
 
 from nova_sched.db.aggregates import AggregateInfo
-from nova_sched.scheduler import request, weights
-from nova_sched.scheduler.cycle_state import CycleState
-from nova_sched.scheduler.host_state import VALUE_COLUMNS, HostState, HostTable
-from nova_sched.scheduler.server_groups import GroupContext
+from nova_sched.scheduler import weights
+from nova_sched.scheduler.wire import request
+from nova_sched.scheduler.decision.cycle_state import CycleState
+from nova_sched.scheduler.cloud.host_state import VALUE_COLUMNS, HostState, HostTable
+from nova_sched.scheduler.decision.server_groups import GroupContext
 
 # Column values a node dict may carry (anything else describes the node).
 _COLUMNS = VALUE_COLUMNS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from nova_sched.db.aggregates import AggregateInfo
-from nova_sched.scheduler import aggregate_metadata
+from nova_sched.scheduler.cloud import aggregate_metadata
 from tests.unit.scheduler import fakes
 
 

@@ -13,7 +13,9 @@ from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import models
-from nova_sched.scheduler import claims, compute_report, request
+from nova_sched.scheduler import claims
+from nova_sched.scheduler.cloud import compute_report
+from nova_sched.scheduler.wire import request
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
 from tests import db_backends

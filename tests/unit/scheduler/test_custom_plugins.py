@@ -1,6 +1,6 @@
-"""The README's custom filter and weigher, loaded by dotted path as documented.
+"""The documented custom filter and weigher (doc/filters-and-weighers.md), loaded by dotted path.
 
-The code and the configuration are taken from the README itself, so the
+The code and the configuration are taken from that document itself, so the
 documented example keeps working as the package changes.
 """
 
@@ -18,7 +18,7 @@ from nova_sched.scheduler.weights import HostWeightHandler
 from nova_sched.scheduler.weights.ram import RAMWeigher
 from tests.unit.scheduler import fakes
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "doc" / "filters-and-weighers.md"
 
 
 def _block(language: str, after: str) -> str:

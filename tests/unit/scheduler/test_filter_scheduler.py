@@ -9,7 +9,9 @@ import pytest
 from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.scheduler import compute_report, driver, request
+from nova_sched.scheduler import driver
+from nova_sched.scheduler.cloud import compute_report
+from nova_sched.scheduler.wire import request
 from nova_sched.scheduler.chance import ChanceScheduler
 from nova_sched.scheduler.filter_scheduler import FilterScheduler
 from nova_sched.scheduler.host_manager import HostManager
@@ -89,7 +91,7 @@ def _scheduler(nodes, weighers=("RAMWeigher",), filters=("RamFilter",)):
 
 
 def _decide(drv, **spec):
-    from nova_sched.scheduler.cycle_state import CycleState
+    from nova_sched.scheduler.decision.cycle_state import CycleState
     from tests.unit.scheduler import fakes
 
     return drv.decide(CycleState(spec=fakes.make_spec(**spec)))
@@ -192,7 +194,7 @@ def test_host_subset_size_moves_a_pick_of_the_best_to_the_front():
 
 def test_filters_asked_host_by_host_see_only_the_hosts_left():
     from nova_sched.scheduler import filters
-    from nova_sched.scheduler.cycle_state import CycleState
+    from nova_sched.scheduler.decision.cycle_state import CycleState
     from tests.unit.scheduler import fakes
 
     asked = []

@@ -16,9 +16,9 @@ import json
 import numpy as np
 import pytest
 
-from nova_sched.scheduler import host_kinds
-from nova_sched.scheduler.host_kinds import HostKinds, freeze
-from nova_sched.scheduler.host_state import HostState
+from nova_sched.scheduler.cloud import host_kinds
+from nova_sched.scheduler.cloud.host_kinds import HostKinds, freeze
+from nova_sched.scheduler.cloud.host_state import HostState, attribute_kind
 from tests.unit.scheduler import fakes
 
 _KIND = "test.supported_and_rack"
@@ -144,17 +144,17 @@ def test_every_host_state_attribute_is_classified():
     properties = {name for name, value in vars(HostState).items()
                   if isinstance(value, property)}
     for name in fields | properties:
-        what = host_kinds.attribute(name)
+        what = attribute_kind(name)
         if name.startswith("_"):
             assert what == host_kinds.ABSENT
         else:
             assert what in (host_kinds.REPORT, host_kinds.FIGURE,
                             host_kinds.AGGREGATES, host_kinds.BY_HOST), name
     # Every property is known: none is read host by host by mistake.
-    assert not [n for n in properties if host_kinds.attribute(n) == host_kinds.BY_HOST]
-    assert host_kinds.attribute("numeric_metrics") == host_kinds.ABSENT
-    assert host_kinds.attribute("no_such_thing") == host_kinds.ABSENT
-    assert host_kinds.attribute("disabled_reason") == host_kinds.BY_HOST
+    assert not [n for n in properties if attribute_kind(n) == host_kinds.BY_HOST]
+    assert attribute_kind("numeric_metrics") == host_kinds.ABSENT
+    assert attribute_kind("no_such_thing") == host_kinds.ABSENT
+    assert attribute_kind("disabled_reason") == host_kinds.BY_HOST
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import models
-from nova_sched.scheduler import claims, compute_report
+from nova_sched.scheduler import claims
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.host_manager import HostManager
 from tests.unit.scheduler.conftest import compute_report as report
 
@@ -63,7 +64,7 @@ def test_refresh_reads_only_rows_changed_since_last_look(db, monkeypatch):
 
 
 def _skips_own_reports(monkeypatch):
-    from nova_sched.scheduler.compute_report import validate
+    from nova_sched.scheduler.cloud.compute_report import validate
     from tests.unit.scheduler.conftest import compute_report as raw_report
 
     def compute_report(host, **extra):

@@ -15,7 +15,7 @@ import pathlib
 
 import pytest
 
-from nova_sched.scheduler import image_meta, nova_image_model
+from nova_sched.scheduler.wire import image_meta, nova_image_model
 
 _CAPTURE = json.loads((pathlib.Path(__file__).parent / "fixtures"
                        / "image_meta_nova34.json").read_text())

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from nova_sched.conf import CONF
-from nova_sched.scheduler import monitor_metrics
-from nova_sched.scheduler.host_state import HostTable
+from nova_sched.scheduler.cloud import monitor_metrics
+from nova_sched.scheduler.cloud.host_state import HostTable
 from nova_sched.scheduler.weights.metrics import MetricsWeigher
 from tests.unit.scheduler import fakes
 

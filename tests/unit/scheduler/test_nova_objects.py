@@ -1,4 +1,4 @@
-"""nova object primitives read and written without nova (scheduler.nova_objects)."""
+"""nova object primitives read and written without nova (scheduler.wire.nova_objects)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nova_sched import exception
-from nova_sched.scheduler import nova_objects
+from nova_sched.scheduler.wire import nova_objects
 
 
 def prim(name: str, data: dict, version: str = "1.0", namespace: str = "nova",

@@ -9,7 +9,8 @@ from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
-from nova_sched.scheduler import claims, recovery
+from nova_sched.scheduler import claims
+from nova_sched.scheduler.wire import recovery
 from tests.unit.scheduler.conftest import boot_request, compute_report
 
 

@@ -176,8 +176,8 @@ def test_a_request_published_twice_and_handled_at_once_is_placed_once(manager, c
     request again; two handlers take the copies at once, both read the
     instance unplaced. The one recording its placement second backs off:
     no second claim, no cast elsewhere."""
-    from nova_sched.scheduler import request
-    from nova_sched.scheduler.cycle import BootArgs
+    from nova_sched.scheduler.wire import request
+    from nova_sched.scheduler.decision.cycle import BootArgs
 
     _two_hosts(manager, ctxt)
     spec = boot_request(memory_mb=1024)

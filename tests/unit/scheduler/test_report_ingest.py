@@ -10,9 +10,9 @@ import sqlalchemy as sa
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import models
-from nova_sched.scheduler import compute_report
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.host_manager import HostManager
-from nova_sched.scheduler.report_ingest import ReportIngest
+from nova_sched.scheduler.cloud.report_ingest import ReportIngest
 from tests.unit.scheduler.conftest import compute_report as report
 
 
@@ -108,13 +108,13 @@ def test_coalescing_keeps_the_latest_report_of_each_node(db):
 
 
 def test_a_failed_batch_is_logged_and_written_again(db, caplog, monkeypatch):
-    monkeypatch.setattr("nova_sched.scheduler.report_ingest._RETRY_INTERVAL", 0.05)
+    monkeypatch.setattr("nova_sched.scheduler.cloud.report_ingest._RETRY_INTERVAL", 0.05)
     hm = HostManager()
     store = GatedStore(fail=2)
     ingest = ReportIngest(hm, store)
     ingest.start()
     try:
-        with caplog.at_level(logging.ERROR, "nova_sched.scheduler.report_ingest"):
+        with caplog.at_level(logging.ERROR, "nova_sched.scheduler.cloud.report_ingest"):
             ingest.submit(_values("c1", memory_mb=1024))
             assert ingest.flush()
     finally:
@@ -126,7 +126,7 @@ def test_a_failed_batch_is_logged_and_written_again(db, caplog, monkeypatch):
 
 
 def test_a_newer_report_wins_over_a_failed_batch_put_back(db, monkeypatch):
-    monkeypatch.setattr("nova_sched.scheduler.report_ingest._RETRY_INTERVAL", 0.2)
+    monkeypatch.setattr("nova_sched.scheduler.cloud.report_ingest._RETRY_INTERVAL", 0.2)
     hm = HostManager()
     store = GatedStore(fail=1)
     ingest = ReportIngest(hm, store)

@@ -10,8 +10,8 @@ import pytest
 
 from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
-from nova_sched.scheduler import resources
-from nova_sched.scheduler.resources import ResourceView
+from nova_sched.scheduler.cloud import resources
+from nova_sched.scheduler.cloud.resources import ResourceView
 from tests.unit.scheduler import fakes
 
 

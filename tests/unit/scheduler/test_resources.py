@@ -26,9 +26,9 @@ from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import models
-from nova_sched.scheduler import compute_report
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.claims import Claim, DatabaseClaims
-from nova_sched.scheduler.cycle_state import CycleState
+from nova_sched.scheduler.decision.cycle_state import CycleState
 from nova_sched.scheduler.filters.core_filter import AggregateCoreFilter, CoreFilter
 from nova_sched.scheduler.filters.disk_filter import AggregateDiskFilter, DiskFilter
 from nova_sched.scheduler.filters.ram_filter import AggregateRamFilter, RamFilter

@@ -1,4 +1,4 @@
-"""Today's nova RequestSpec mapped onto Havana's request (scheduler.spec_obj).
+"""Today's nova RequestSpec mapped onto Havana's request (scheduler.wire.spec_obj).
 
 Hand-built primitives in the shape nova 29-34 send (RequestSpec 1.15),
 every field mapping and malformed case; the captured primitives of real
@@ -17,7 +17,8 @@ import pytest
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import request, retry, spec_obj
+from nova_sched.scheduler.decision import retry
+from nova_sched.scheduler.wire import request, spec_obj
 from nova_sched.scheduler.filters import numa_topology_filter
 from tests.unit.scheduler.conftest import compute_report
 

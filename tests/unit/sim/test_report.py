@@ -12,7 +12,7 @@ from nova_sched.db import aggregates
 from nova_sched.db import allocations as db_allocations
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import compute_report
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.sim import report
 from tests.unit.scheduler.conftest import compute_report as node_report
 

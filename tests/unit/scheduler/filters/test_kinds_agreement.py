@@ -22,7 +22,8 @@ import pytest
 
 from nova_sched.conf import CONF
 from nova_sched.db.aggregates import AggregateInfo
-from nova_sched.scheduler import aggregate_metadata, filters
+from nova_sched.scheduler import filters
+from nova_sched.scheduler.cloud import aggregate_metadata
 from nova_sched.scheduler.filters import compute_capabilities_filter as caps
 from nova_sched.scheduler.filters import (
     json_filter, numa_topology_filter, pci_passthrough_filter)

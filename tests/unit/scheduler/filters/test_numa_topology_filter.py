@@ -6,7 +6,7 @@ import pytest
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler import cpu_spec
+from nova_sched.scheduler.wire import cpu_spec
 from nova_sched.scheduler.filters import numa_topology_filter as numa
 from nova_sched.scheduler.filters.numa_topology_filter import NUMATopologyFilter
 from tests.unit.scheduler import fakes

@@ -11,7 +11,8 @@ from nova_sched.conf import CONF
 from nova_sched.db import allocations as db_allocations
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import claims, compute_report, filters
+from nova_sched.scheduler import claims, filters
+from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.filters import affinity_filter
 from nova_sched.scheduler.filters.affinity_filter import (DifferentHostFilter,
                                                           SameHostFilter)

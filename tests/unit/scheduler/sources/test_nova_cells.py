@@ -15,12 +15,12 @@ import pytest
 from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.scheduler import driver as drivers
-from nova_sched.scheduler import request
+from nova_sched.scheduler.wire import request
 from nova_sched.scheduler.claim_stores.placement import PlacementClaims
-from nova_sched.scheduler.cycle import SchedulingCycle
+from nova_sched.scheduler.decision.cycle import SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
-from nova_sched.scheduler.sources.nova_cells import NovaCellsSource
-from nova_sched.scheduler.sources.nova_db import NovaDatabases
+from nova_sched.scheduler.cloud.sources.nova_cells import NovaCellsSource
+from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
 from tests.unit.scheduler.conftest import boot_request
 from tests.unit.scheduler.fake_placement import FakePlacement
 from tests.unit.scheduler.sources.nova_tables import NovaTables, utcnow

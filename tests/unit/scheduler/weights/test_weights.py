@@ -191,7 +191,7 @@ def test_cpu_uses_the_aggregate_ratio_when_aggregate_core_filter_runs():
     np.testing.assert_allclose(fakes.weigh(CPUWeigher(), table, fakes.make_spec()),
                                [4, 4])
     CONF.set_override("enabled_filters", ["AggregateCoreFilter"], "filter_scheduler")
-    # The figures the filters, limits and claim read (scheduler.resources).
+    # The figures the filters, limits and claim read (scheduler.cloud.resources).
     np.testing.assert_allclose(fakes.weigh(CPUWeigher(), table, fakes.make_spec()),
                                [4, 8])
 

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 
-from nova_sched.scheduler import aggregate_metadata
-from nova_sched.scheduler.resources import ResourceView
+from nova_sched.scheduler.cloud import aggregate_metadata
+from nova_sched.scheduler.cloud import resources as cloud_resources
+from nova_sched.scheduler.cloud.resources import ResourceView
 
 if TYPE_CHECKING:
-    from nova_sched.scheduler.host_state import HostTable
-    from nova_sched.scheduler.request import RequestSpec
-    from nova_sched.scheduler.server_groups import GroupContext
+    from nova_sched.scheduler.cloud.host_state import HostTable
+    from nova_sched.scheduler.wire.request import RequestSpec
+    from nova_sched.scheduler.decision.server_groups import GroupContext
 
 # The decision asking a plugin host by host right now (custom plugins get
 # only nova's (host_state, spec)); a context variable, so that concurrent
@@ -84,8 +85,9 @@ class CycleState:
         states, spec = self.table.states, self.spec
         token = _ASKING.set(self)
         try:
-            return np.fromiter((per_host(states[r], spec) for r in rows),
-                               dtype=dtype, count=len(rows))
+            with cloud_resources.asking(self.table, lambda: self.resources):
+                return np.fromiter((per_host(states[r], spec) for r in rows),
+                                   dtype=dtype, count=len(rows))
         finally:
             _ASKING.reset(token)
 
@@ -102,16 +104,6 @@ class CycleState:
         if cycle is None or cycle.spec is not spec or cycle.table is not table:
             cycle = CycleState(spec=spec, table=table)
         return column(cycle, np.array([host_state._row]))[0]
-
-    @staticmethod
-    def resources_of(table: "HostTable") -> ResourceView:
-        """The figures of ``table``'s nodes: those of the decision asking
-        host by host right now when it reads this table (worked out once),
-        else a view of their own."""
-        cycle = _ASKING.get()
-        if cycle is not None and cycle.table is table:
-            return cycle.resources
-        return ResourceView(table)
 
     # -- host figures ---------------------------------------------------------
     @property

@@ -1,7 +1,7 @@
 """nova's ImageMetaProps, as facts: generated, do not edit.
 
 Captured from nova 34.0.0 (ImageMetaProps 1.44) by
-tools/capture_nova_image_meta.py; nova_sched/scheduler/image_meta.py
+tools/capture_nova_image_meta.py; nova_sched/scheduler/wire/image_meta.py
 holds the rules that read image properties with these facts.
 """
 

@@ -51,9 +51,9 @@ from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.placement import PlacementClient
 from nova_sched.scheduler.claim_stores.base import Claim
-from nova_sched.scheduler.sources import nova_formats
-from nova_sched.scheduler.sources.base import HostRows
-from nova_sched.scheduler.sources.nova_db import NovaDatabases
+from nova_sched.scheduler.cloud.sources import nova_formats
+from nova_sched.scheduler.cloud.sources.base import HostRows
+from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
 
 LOG = logging.getLogger(__name__)
 

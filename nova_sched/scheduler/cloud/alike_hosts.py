@@ -8,7 +8,7 @@ to the others, which keeps a decision over 100,000 nodes to a few dozen
 evaluations instead of 100,000.
 
 When the keys are codes into a short list of values (the kind codes the
-host table keeps, ``scheduler.host_kinds``, or its aggregate-set codes),
+host table keeps, ``scheduler.cloud.host_kinds``, or its aggregate-set codes),
 ``judge_kinds`` judges each value instead of a row of each kind: with few
 values it does not even need to find which of them the rows use.
 """

@@ -53,8 +53,8 @@ import copy
 from typing import Any, Mapping
 
 from nova_sched import exception
-from nova_sched.scheduler import nova_objects
-from nova_sched.scheduler import request
+from nova_sched.scheduler.wire import nova_objects
+from nova_sched.scheduler.wire import request
 
 # RequestSpec fields that do not reach a decision, and why.
 IGNORED_FIELDS: tuple[str, ...] = (

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Callable, Iterable
 
 from nova_sched.db import instance_groups as db_groups
-from nova_sched.scheduler.request import RequestSpec
+from nova_sched.scheduler.wire.request import RequestSpec
 
 
 @dataclasses.dataclass(frozen=True)

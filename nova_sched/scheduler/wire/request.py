@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from nova_sched import exception
-from nova_sched.scheduler import image_meta
+from nova_sched.scheduler.wire import image_meta
 
 # A request that asks for more instances than this is refused before any
 # work is done: it would otherwise allocate per-instance state for a

@@ -31,13 +31,13 @@ from typing import Any, Iterator
 
 from nova_sched import exception
 from nova_sched.db import instances as db_instances
-from nova_sched.scheduler import retry, server_groups
+from nova_sched.scheduler.decision import retry, server_groups
 from nova_sched.scheduler.claims import Claim, ClaimStore, Placement
-from nova_sched.scheduler.cycle_state import CycleState
-from nova_sched.scheduler.decision_stats import DecisionStats
+from nova_sched.scheduler.decision.cycle_state import CycleState
+from nova_sched.scheduler.decision.decision_stats import DecisionStats
 from nova_sched.scheduler.driver import Decision, Scheduler, Selection
 from nova_sched.scheduler.metrics import SchedulerMetrics
-from nova_sched.scheduler.request import RequestSpec
+from nova_sched.scheduler.wire.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 

@@ -22,18 +22,20 @@ whole table on first use and keeps them until the decision ends.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import contextlib
+import contextvars
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 
 from nova_sched import capacity
 from nova_sched.capacity import DISK, RAM, RESOURCES, VCPU, Resource
 from nova_sched.conf import CONF
-from nova_sched.scheduler import aggregate_metadata
+from nova_sched.scheduler.cloud import aggregate_metadata
 
 if TYPE_CHECKING:
-    from nova_sched.scheduler.host_state import HostTable
-    from nova_sched.scheduler.request import RequestSpec
+    from nova_sched.scheduler.cloud.host_state import HostTable
+    from nova_sched.scheduler.wire.request import RequestSpec
 
 # HostTable columns of each resource: total, reserved, claimed, own ratio.
 _COLUMNS = {
@@ -239,3 +241,29 @@ class ResourceView:
         if resource is DISK:
             total = float(int(total) // 1024)
         return {resource.limit_key: total * self._ratio_at(resource, row)}
+
+
+# The figures of the decision asking host by host right now (a custom
+# plugin reading HostState's figures one host at a time), so that each
+# host's figures come from the view that decision worked out once. A
+# context variable: decisions in other threads never see it.
+_ASKING: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
+    "nova_sched_asking_view", default=None)
+
+
+@contextlib.contextmanager
+def asking(table: "HostTable", view: Callable[[], "ResourceView"]) -> Iterator[None]:
+    """While the block runs, ``view_of(table)`` is ``view()`` (made on first use)."""
+    token = _ASKING.set((table, view))
+    try:
+        yield
+    finally:
+        _ASKING.reset(token)
+
+
+def view_of(table: "HostTable") -> "ResourceView":
+    """The figures of ``table``'s nodes: the asking decision's, else a view of their own."""
+    current = _ASKING.get()
+    if current is not None and current[0] is table:
+        return current[1]()
+    return ResourceView(table)

@@ -38,7 +38,7 @@ import numpy as np
 from nova_sched.capacity import DISK, RAM, VCPU
 
 if TYPE_CHECKING:
-    from nova_sched.scheduler.host_state import HostState, HostTable
+    from nova_sched.scheduler.cloud.host_state import HostState, HostTable
 
 # Kinds kept current at once; the least recently asked is dropped beyond
 # this (requests can name any capability path or JSON variable, and every
@@ -237,10 +237,13 @@ _REPORT_PROPERTIES = frozenset({"failed_builds"})
 
 
 @functools.lru_cache(maxsize=256)
-def attribute(name: str) -> str:
-    """What HostState's attribute ``name`` is (REPORT, FIGURE, ...)."""
-    from nova_sched.scheduler.host_state import HostState
+def attribute(name: str, state_class: type) -> str:
+    """What the attribute ``name`` of ``state_class`` (HostState) is: REPORT, FIGURE, ...
 
+    The class is passed in, not imported: the host table imports this
+    module for its kinds.
+    """
+    HostState = state_class  # noqa: N806 - read as the class it is
     if not name or name.startswith("_"):
         return ABSENT
     if name in _FIGURES:

@@ -44,8 +44,8 @@ from typing import Any, Callable
 
 from oslo_utils import strutils, versionutils
 
-from nova_sched.scheduler import nova_image_model
-from nova_sched.scheduler.cpu_spec import parse_cpu_spec
+from nova_sched.scheduler.wire import nova_image_model
+from nova_sched.scheduler.wire.cpu_spec import parse_cpu_spec
 
 FIELDS = nova_image_model.FIELDS
 LEGACY_NAMES = nova_image_model.LEGACY_NAMES

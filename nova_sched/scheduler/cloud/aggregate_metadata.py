@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from nova_sched.db.aggregates import AggregateInfo
-from nova_sched.scheduler import alike_hosts
+from nova_sched.scheduler.cloud import alike_hosts
 
 LOG = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from nova_sched.capacity import DISK, RAM, VCPU
 from nova_sched.db.aggregates import AggregateInfo
-from nova_sched.scheduler import monitor_metrics
-from nova_sched.scheduler.host_kinds import HostKinds
+from nova_sched.scheduler.cloud import host_kinds, monitor_metrics, resources
+from nova_sched.scheduler.cloud.host_kinds import HostKinds
 
 _INT_COLUMNS = (
     "node_id",
@@ -100,10 +100,8 @@ class HostState:
 
     # -- capacity: the resource model's figures for this node ---------
     def _figure(self, figure: str, resource) -> Any:
-        from nova_sched.scheduler.cycle_state import CycleState
-
         assert self._table is not None, "HostState is not attached to a table"
-        view = CycleState.resources_of(self._table)
+        view = resources.view_of(self._table)
         return getattr(view, figure)(resource, np.array([self._row]))[0]
 
     @property
@@ -130,7 +128,7 @@ class HostState:
     def free_disk_mb(self) -> int:
         return int(self._figure("unclaimed", DISK))
 
-    # -- the effective ratios (scheduler.resources decides which applies) --
+    # -- the effective ratios (scheduler.cloud.resources decides which applies) --
     @property
     def ram_allocation_ratio(self) -> float:
         return float(self._figure("ratio", RAM))
@@ -255,7 +253,7 @@ class HostTable:
         # az_code indexes az_sets; code 0 is "no zone from aggregates".
         self.az_sets: list[frozenset[str]] = [frozenset()]
         self._az_codes: dict[frozenset[str], int] = {frozenset(): 0}
-        # Per-row kind codes of report-derived keys (scheduler.host_kinds).
+        # Per-row kind codes of report-derived keys (scheduler.cloud.host_kinds).
         self.kinds = HostKinds(self)
 
     # -- columns --------------------------------------------------------
@@ -369,3 +367,8 @@ class HostTable:
         for row in rows:
             agg_codes[row] = code
             az_codes[row] = zone_code
+
+
+def attribute_kind(name: str) -> str:
+    """What HostState's attribute ``name`` is (``host_kinds.REPORT``, ``FIGURE``, ...)."""
+    return host_kinds.attribute(name, HostState)

@@ -18,7 +18,7 @@ import logging
 
 from nova_sched import exception
 from nova_sched.conf import CONF
-from nova_sched.scheduler.request import RequestSpec
+from nova_sched.scheduler.wire.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import allocations as db_allocations
 from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
-from nova_sched.scheduler.sources.base import HostRows
+from nova_sched.scheduler.cloud.sources.base import HostRows
 
 
 class ComputeReportsSource:
