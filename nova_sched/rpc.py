@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 import oslo_messaging as messaging
+from oslo_messaging import opts as messaging_opts
 from oslo_context import context as o_context
 
 from nova_sched.conf import CONF, opts
@@ -25,7 +26,11 @@ def set_defaults() -> None:
         opts.set_lib_defaults()
         # Registered here rather than on first get_transport(), so that
         # transport_url can be overridden (tests, the demo) before that.
-        CONF.register_opts(messaging.transport._transport_opts)
+        # oslo.messaging's public option listing; its DEFAULT group holds
+        # transport_url and control_exchange.
+        for group, options in messaging_opts.list_opts():
+            if group is None:
+                CONF.register_opts(options)
         _transport_defaults_set = True
 
 

@@ -22,8 +22,8 @@ from nova_sched.scheduler import claim_stores
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from nova_sched.scheduler.metrics import SchedulerMetrics
-from nova_sched.scheduler.poison import PoisonGuard
-from nova_sched.scheduler.topic_consumer import TopicConsumer
+from nova_sched.scheduler.wire.poison import PoisonGuard
+from nova_sched.scheduler.wire.topic_consumer import TopicConsumer
 
 LOG = logging.getLogger(__name__)
 

@@ -37,13 +37,38 @@ def set_lib_defaults():
     import oslo_messaging
     from oslo_config import cfg
 
-    from oslo_messaging._drivers import impl_rabbit
-
     oslo_messaging.set_transport_defaults(DEFAULT_CONTROL_EXCHANGE)
-    cfg.set_defaults(impl_rabbit.rabbit_opts,
+    options = _messaging_options()
+    cfg.set_defaults(options.get("DEFAULT", []),
+                     transport_url=DEFAULT_TRANSPORT_URL)
+    cfg.set_defaults(options.get("oslo_messaging_rabbit", []),
                      rabbit_qos_prefetch_count=DEFAULT_PREFETCH,
                      kombu_failover_strategy=DEFAULT_FAILOVER_STRATEGY)
-    cfg.set_defaults(
-        oslo_messaging.transport._transport_opts,
-        transport_url=DEFAULT_TRANSPORT_URL,
-    )
+
+
+def _messaging_options() -> dict:
+    """oslo.messaging's option objects by group, as its rabbit driver
+    registers them.
+
+    Their defaults are what every registration of them starts from, the
+    sample config's included; oslo.messaging offers no setter for them but
+    ``set_transport_defaults`` (the control exchange), so they are taken
+    where it hands them over: a transport is made (it does not connect) on
+    a ConfigOpts that keeps what is registered on it.
+    """
+    import oslo_messaging
+    from oslo_config import cfg
+
+    class _Recorder(cfg.ConfigOpts):
+        def __init__(self):
+            super().__init__()
+            self.registered: dict = {}
+
+        def register_opts(self, opts, group=None):
+            name = getattr(group, "name", group) or "DEFAULT"
+            self.registered.setdefault(name, []).extend(opts)
+            return super().register_opts(opts, group=group)
+
+    conf = _Recorder()
+    oslo_messaging.get_rpc_transport(conf, url="rabbit://").cleanup()
+    return conf.registered

@@ -25,7 +25,8 @@ from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.instance_actions import EventReporter, event_start
-from nova_sched.scheduler import driver, topic_consumer
+from nova_sched.scheduler import driver
+from nova_sched.scheduler.wire import topic_consumer
 from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.decision import retry
 from nova_sched.scheduler.wire import recovery, request
@@ -35,7 +36,7 @@ from nova_sched.scheduler.claim_stores import load_claim_store
 from nova_sched.scheduler.decision.cycle import BootArgs, SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.metrics import SchedulerMetrics, counted, outcome_of
-from nova_sched.scheduler.notifications import SchedulerNotifier
+from nova_sched.scheduler.wire.notifications import SchedulerNotifier
 from nova_sched.scheduler.wire.parked import ParkedRequest, ParkedRequests
 from nova_sched.scheduler.cloud.report_ingest import ReportIngest
 from nova_sched.scheduler.cloud.sources import load_source

@@ -29,7 +29,6 @@ import time
 from typing import Callable, Iterator
 
 import oslo_messaging as messaging
-from oslo_messaging._drivers import impl_rabbit
 
 from nova_sched import rpc
 from nova_sched.compute import fake
@@ -86,9 +85,10 @@ def embedded_config(hosts: int = 0) -> Iterator[None]:
     in-memory database stays configured (its figures are read after the
     run); callers that need their own engine back reconfigure it.
     """
-    # The rabbit driver registers its options on first use; registering
-    # them now lets the heartbeat be switched off before that.
-    CONF.register_opts(impl_rabbit.rabbit_opts, group="oslo_messaging_rabbit")
+    # The rabbit driver registers its options on CONF when a transport is
+    # made (making one does not connect): made now, the heartbeat can be
+    # switched off before the demo's transports connect.
+    messaging.get_rpc_transport(CONF, url=TRANSPORT_URL).cleanup()
     overrides = (
         ("transport_url", TRANSPORT_URL, None),
         # kombu's memory transport has no heartbeats: without this the

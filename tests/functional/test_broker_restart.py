@@ -105,15 +105,14 @@ def _cast_lost(rows: dict, casts: dict, uuid: str) -> bool:
 def test_durable_queues_survive_a_broker_restart(rabbitmq, workdir):
     if not shutil.which("rabbitmqctl"):
         pytest.skip("rabbitmqctl is needed to restart the broker")
-    from oslo_messaging._drivers import amqp as rpc_amqp
-    from oslo_messaging._drivers import impl_rabbit
+    import oslo_messaging as messaging
 
     from nova_sched.conf import CONF
 
-    # Registered by the first rabbit transport; registering again is a no-op.
-    CONF.register_opts(impl_rabbit.rabbit_opts, group="oslo_messaging_rabbit")
-    # amqp_durable_queues is one of the AMQP options of the same group.
-    CONF.register_opts(rpc_amqp.amqp_opts, group="oslo_messaging_rabbit")
+    # oslo.messaging's rabbit driver registers its options (amqp_durable_queues
+    # among them) on CONF when a transport is made; making one does not
+    # connect, and the test may run first.
+    messaging.get_rpc_transport(CONF, url="rabbit://").cleanup()
     CONF.set_override("amqp_durable_queues", True, group="oslo_messaging_rabbit")
     started = time.monotonic()
     try:

@@ -81,6 +81,26 @@ def test_sample_shows_nova_sched_messaging_defaults(generated_sample):
     lines = generated_sample.splitlines()
     assert "#transport_url = rabbit://guest:guest@127.0.0.1:5672/" in lines
     assert "#control_exchange = nova" in lines
+    # set_lib_defaults reaches these through the option objects oslo.messaging's
+    # rabbit driver registers, which its list_opts() copies for the generator.
+    for line in ("#rabbit_qos_prefetch_count = 64", "#kombu_failover_strategy = shuffle"):
+        assert line in lines, (
+            f"{line!r} is missing from the sample: the oslo.messaging installed "
+            f"no longer lists the option objects its rabbit driver registers "
+            f"(nova_sched.conf.opts._messaging_options)")
+
+
+def test_nova_sched_messaging_defaults_apply_to_a_transport():
+    import oslo_messaging
+
+    from nova_sched import rpc  # noqa: F401  (applies set_lib_defaults)
+
+    conf = cfg.ConfigOpts()
+    oslo_messaging.get_rpc_transport(conf, url="rabbit://").cleanup()
+    assert conf.oslo_messaging_rabbit.rabbit_qos_prefetch_count == 64
+    assert conf.oslo_messaging_rabbit.kombu_failover_strategy == "shuffle"
+    assert conf.control_exchange == "nova"
+    assert conf.transport_url == "rabbit://guest:guest@127.0.0.1:5672/"
 
 
 def _conf_from(tmp_path, text: str) -> cfg.ConfigOpts:

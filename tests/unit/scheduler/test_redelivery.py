@@ -223,7 +223,7 @@ def test_a_redelivered_request_runs_alone():
     import threading
     import time
 
-    from nova_sched.scheduler.topic_consumer import _SoloGate
+    from nova_sched.scheduler.wire.topic_consumer import _SoloGate
 
     gate = _SoloGate()
     log = []

@@ -20,7 +20,7 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import deliveries
-from nova_sched.scheduler.topic_consumer import RedeliveryGuard
+from nova_sched.scheduler.wire.topic_consumer import RedeliveryGuard
 
 LOG = logging.getLogger(__name__)
 
