@@ -20,7 +20,7 @@ and its wire format: the 2.0 envelope (``oslo.version``,
 ``_timeout`` and ``_unique_id`` fields, replies with ``result``,
 ``failure`` and ``ending``, remote exceptions as oslo serializes them.
 Exchanges and queues are declared with the names and arguments the rabbit
-driver gives them, so oslo.messaging's clients, and oslo.messaging's own
+driver gives them (``broker``; the wire format is in ``rpc_envelope``), so oslo.messaging's clients, and oslo.messaging's own
 servers on the same topic, meet this consumer where they expect it. Under
 kombu, py-amqp is made to read several frames per system call
 (``pyamqp_adapter``, the one private API used, says why). It does three
@@ -53,27 +53,22 @@ import contextvars
 import hashlib
 import json
 import logging
-import os
 import queue
-import random
 import socket
-import ssl
 import sys
 import threading
 import time
-import traceback
-import uuid
 from typing import Any, Callable, Iterable
-from urllib import parse
 
 import kombu
 import oslo_messaging as messaging
-from oslo_serialization import jsonutils
-from oslo_utils import netutils
 
 from nova_sched import exception
 from nova_sched.scheduler.wire import pyamqp_adapter
+from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue
 from nova_sched.scheduler.wire.notifications import scrub
+from nova_sched.scheduler.wire.rpc_envelope import (remote_failure, reply_message, unpack,
+                                                   version_is_compatible)
 
 LOG = logging.getLogger(__name__)
 
@@ -102,10 +97,6 @@ _STALLED = 20.0
 # away from the broker (the process stopped or starved): a poll normally
 # returns within _IDLE_POLL.
 _AWAY = 5.0
-# Seconds kombu's in-memory transport sleeps between two looks at empty
-# queues (the embedded demo; no broker): oslo.messaging sets 0, a spin that
-# took the demo's decisions' share of the GIL.
-_MEMORY_POLL = 0.002
 # Reply queues found missing are remembered this long (seconds), this many
 # at most: replies to a caller that is gone are then dropped at once
 # instead of each waiting [oslo_messaging_rabbit]
@@ -114,309 +105,6 @@ _GONE_REPLY_QUEUES = 200
 _GONE_REPLY_TTL = 60.0
 # Seconds between two tries to reply to a queue not there (yet).
 _REPLY_RETRY = 0.25
-
-# oslo.messaging's RPC envelope (oslo_messaging/_drivers/common.py, "the
-# message envelope"): the message as a JSON string under 'oslo.message',
-# its format's version under 'oslo.version'.
-_ENVELOPE_VERSION = "2.0"
-_VERSION_KEY = "oslo.version"
-_MESSAGE_KEY = "oslo.message"
-# An exception re-raised from a remote one carries this suffix on its
-# class and module names; serialized again, it takes the original's.
-_REMOTE_POSTFIX = "_Remote"
-
-
-# -- oslo.messaging's wire format ----------------------------------------------
-def version_is_compatible(implemented: str | None, requested: str | None) -> bool:
-    """Whether an endpoint of version ``implemented`` serves ``requested``:
-    the same major version, a minor (and revision) not above its own."""
-    if implemented is None:
-        return True
-    if requested is None:
-        return False
-    have = [int(part) for part in implemented.split(".")] + [0, 0]
-    want = [int(part) for part in requested.split(".")] + [0, 0]
-    return have[0] == want[0] and (want[1], want[2]) <= (have[1], have[2])
-
-
-def unpack(body: Any) -> Any:
-    """The message inside a body: the 2.0 envelope opened; anything else
-    (an older sender's bare dict) as it came."""
-    if not (isinstance(body, dict) and _VERSION_KEY in body and _MESSAGE_KEY in body):
-        return body
-    if not version_is_compatible(_ENVELOPE_VERSION, body[_VERSION_KEY]):
-        raise ValueError(f"RPC envelope version {body[_VERSION_KEY]} is not "
-                         f"supported (this consumer reads {_ENVELOPE_VERSION})")
-    return json.loads(body[_MESSAGE_KEY])
-
-
-def pack(message: dict) -> dict:
-    """``message`` in the 2.0 envelope, as every oslo.messaging sender sends."""
-    return {_VERSION_KEY: _ENVELOPE_VERSION, _MESSAGE_KEY: jsonutils.dumps(message)}
-
-
-def remote_failure(exc_info) -> str:
-    """An exception as a reply's ``failure``: the JSON object oslo.messaging's
-    clients turn back into an exception (the class, the module, the message,
-    the traceback lines, ``args`` and, when it has them, ``kwargs``)."""
-    error = exc_info[1]
-    cls_name = type(error).__name__
-    mod_name = type(error).__module__
-    if cls_name.endswith(_REMOTE_POSTFIX) and mod_name.endswith(_REMOTE_POSTFIX):
-        cls_name = cls_name[:-len(_REMOTE_POSTFIX)]
-        mod_name = mod_name[:-len(_REMOTE_POSTFIX)]
-    return jsonutils.dumps({
-        "class": cls_name,
-        "module": mod_name,
-        "message": str(error),
-        "tb": traceback.format_exception(*exc_info),
-        "args": error.args,
-        "kwargs": getattr(error, "kwargs", {}),
-    })
-
-
-def reply_message(msg_id: str, result: Any = None, failure: str | None = None,
-                  ending: bool = True) -> dict:
-    """A reply to the call ``msg_id``, in its envelope. ``ending`` False
-    with neither result nor failure is a call-monitor heartbeat."""
-    return pack({"result": result, "failure": failure, "ending": ending,
-                 "_msg_id": msg_id, "_unique_id": uuid.uuid4().hex})
-
-
-# -- the broker, as oslo.messaging's rabbit driver configures it ------------------
-def _queue_arguments(ha: bool, ttl: int, quorum: bool, quorum_limits: dict,
-                     stream: bool) -> dict:
-    """A queue's declare arguments as the rabbit driver gives them: the
-    broker refuses a declaration whose arguments differ from the queue's."""
-    if stream:
-        return {"x-queue-type": "stream",
-                **({"x-max-age": f"{ttl}s"} if ttl > 0 else {})}
-    args: dict[str, Any] = {}
-    if ha:
-        args["x-ha-policy"] = "all"
-    if quorum:
-        args["x-queue-type"] = "quorum"
-        args.update({key: value for key, value in quorum_limits.items() if value})
-    if ttl > 0:
-        args["x-expires"] = ttl * 1000
-    return args
-
-
-class RabbitSettings:
-    """A transport URL and the ``[oslo_messaging_rabbit]`` options, as kombu
-    takes them: connections, queue declarations, retries.
-
-    ``conf`` is the transport's (``Transport.conf``: it applies a URL's
-    query to the group's options). Options that only later releases of
-    oslo.messaging have read as those releases' defaults when absent.
-    """
-
-    def __init__(self, conf, url: messaging.TransportURL):
-        group = conf.oslo_messaging_rabbit
-
-        def opt(name: str, default: Any) -> Any:
-            # oslo.config's NoSuchOptError is an AttributeError.
-            return getattr(group, name, default)
-
-        quorum = opt("rabbit_quorum_queue", False)
-        ha = opt("rabbit_ha_queues", False)
-        if quorum and ha:
-            raise exception.ConfigurationError(
-                "[oslo_messaging_rabbit] rabbit_quorum_queue and "
-                "rabbit_ha_queues are both enabled: a queue is quorum or "
-                "mirrored, not both")
-        self.prefetch = opt("rabbit_qos_prefetch_count", 0)
-        self.stream_fanout = opt("rabbit_stream_fanout", False)
-        self.transient_quorum = opt("rabbit_transient_quorum_queue", False)
-        if self.stream_fanout and (self.prefetch <= 0 or not self.transient_quorum):
-            raise exception.ConfigurationError(
-                "[oslo_messaging_rabbit] rabbit_stream_fanout needs "
-                "rabbit_qos_prefetch_count above 0 and "
-                "rabbit_transient_quorum_queue = true")
-        self.durable = opt("amqp_durable_queues", False) or quorum
-        self.auto_delete = opt("amqp_auto_delete", False)
-        # With a queue manager oslo names fanout queues to outlive a
-        # restart (and never deletes them); a stream is shared.
-        self.keep_fanout_queue = self.stream_fanout or opt("use_queue_manager", False)
-        # oslo.messaging 14.0 spelt two of them "quroum" (their deprecated
-        # names since).
-        limits = {"x-delivery-limit": opt("rabbit_quorum_delivery_limit", 0),
-                  "x-max-in-memory-length": opt(
-                      "rabbit_quorum_max_memory_length",
-                      opt("rabbit_quroum_max_memory_length", 0)),
-                  "x-max-in-memory-bytes": opt(
-                      "rabbit_quorum_max_memory_bytes",
-                      opt("rabbit_quroum_max_memory_bytes", 0))}
-        self.topic_queue_arguments = _queue_arguments(ha, 0, quorum, limits, False)
-        self.fanout_queue_arguments = _queue_arguments(
-            ha, opt("rabbit_transient_queues_ttl", 1800), self.transient_quorum,
-            limits, self.stream_fanout)
-        self.consumer_arguments = ({"x-cancel-on-ha-failover": True}
-                                   if opt("enable_cancel_on_failover", False) else None)
-        self.heartbeat = opt("heartbeat_timeout_threshold", 60)
-        self.heartbeat_rate = opt("heartbeat_rate", 2)
-        self.reconnect_delay = opt("kombu_reconnect_delay", 1.0)
-        self.retry = {"interval_start": opt("rabbit_retry_interval", 1),
-                      "interval_step": opt("rabbit_retry_backoff", 2),
-                      "interval_max": opt("rabbit_interval_max", 30)}
-        self.compression = opt("kombu_compression", None)
-        self.missing_reply_queue_wait = opt("kombu_missing_consumer_retry_timeout", 60)
-        self._login_method = opt("rabbit_login_method", "AMQPLAIN")
-        self._failover_strategy = opt("kombu_failover_strategy", "round-robin")
-        self._ssl = self._ssl_params(opt, url) if opt("ssl", False) else False
-        kind = url.transport.replace("kombu+", "")
-        self.in_memory = kind == "memory"
-        self._urls = self._kombu_urls(url, kind)
-
-    @staticmethod
-    def _kombu_urls(url, kind: str) -> str:
-        """kombu's URLs for the transport URL's hosts, the failover order
-        shuffled as oslo.messaging shuffles it (every daemon does not try
-        the same node first)."""
-        def one(host, username="", password="", hostname=""):
-            return "{}://{}:{}@{}:{}/{}".format(
-                kind.replace("rabbit", "amqp"),
-                parse.quote(host.username or username),
-                parse.quote(host.password or password),
-                netutils.escape_ipv6(host.hostname) or hostname,
-                host.port or 5672, url.virtual_host or "")
-
-        if url.hosts:
-            hosts = list(url.hosts)
-            random.shuffle(hosts)
-            return ";".join(one(host) for host in hosts)
-        if url.transport.startswith("kombu+"):
-            return f"{kind}://{url.virtual_host or ''}"
-        return one(messaging.TransportHost(""), "guest", "guest", "localhost")
-
-    @staticmethod
-    def _ssl_params(opt, url):
-        params: dict[str, Any] = {}
-        version = opt("ssl_version", "")
-        if version:
-            names = {"tlsv1": "PROTOCOL_TLSv1", "sslv23": "PROTOCOL_SSLv23",
-                     "sslv2": "PROTOCOL_SSLv2", "sslv3": "PROTOCOL_SSLv3",
-                     "tlsv1_1": "PROTOCOL_TLSv1_1", "tlsv1_2": "PROTOCOL_TLSv1_2"}
-            protocol = getattr(ssl, names.get(version.lower(), ""), None)
-            if protocol is None:
-                raise exception.ConfigurationError(
-                    f"[oslo_messaging_rabbit] ssl_version {version} is not "
-                    f"one this Python supports")
-            params["ssl_version"] = protocol
-        for option, key in (("ssl_key_file", "keyfile"), ("ssl_cert_file", "certfile")):
-            if opt(option, ""):
-                params[key] = opt(option, "")
-        if opt("ssl_ca_file", ""):
-            params["ca_certs"] = opt("ssl_ca_file", "")
-            params["cert_reqs"] = ssl.CERT_REQUIRED
-            params["server_hostname"] = (url.hosts[0].hostname
-                                         if len(url.hosts) == 1 else None)
-        return params or True
-
-    def connection(self, name: str) -> kombu.Connection:
-        """A new connection (not yet open) to the transport URL's nodes;
-        ``name`` shows in the broker's list of connections."""
-        if self.in_memory:
-            options: dict[str, Any] = {"polling_interval": _MEMORY_POLL}
-        else:
-            options = {
-                "confirm_publish": True,
-                "client_properties": {
-                    "capabilities": {"authentication_failure_close": True,
-                                     "connection.blocked": True,
-                                     "consumer_cancel_notify": True},
-                    "connection_name": (f"{os.path.basename(sys.argv[0])}:"
-                                        f"{os.getpid()}:{name}")},
-                "on_blocked": lambda reason: LOG.error(
-                    "The broker has blocked the connection: %s", reason),
-                "on_unblocked": lambda: LOG.info(
-                    "The broker has unblocked the connection"),
-            }
-            if self.heartbeat > 0:
-                # A broker gone without closing the socket (a node lost,
-                # a partition) fails a write after this long, not after
-                # TCP's quarter of an hour.
-                options["write_timeout"] = self.heartbeat
-                if hasattr(socket, "TCP_USER_TIMEOUT"):
-                    options["socket_settings"] = {
-                        socket.TCP_USER_TIMEOUT: int(self.heartbeat * 1000)}
-        return kombu.Connection(self._urls, ssl=self._ssl,
-                                login_method=self._login_method,
-                                heartbeat=self.heartbeat,
-                                failover_strategy=self._failover_strategy,
-                                transport_options=options)
-
-    def topic_queues(self, exchange: str, topic: str, server: str,
-                     stream_offset: Any = "last") -> list[kombu.Queue]:
-        """The queues of an RPC server on ``topic`` as ``server``: the
-        topic's (shared by every server), the server's own and the server's
-        fanout queue, with the rabbit driver's names and arguments."""
-        topic_exchange = kombu.Exchange(exchange, type="topic", durable=self.durable,
-                                        auto_delete=self.auto_delete)
-        queues = [kombu.Queue(name, topic_exchange, routing_key=name,
-                              durable=self.durable, auto_delete=self.auto_delete,
-                              queue_arguments=self.topic_queue_arguments,
-                              consumer_arguments=self.consumer_arguments)
-                  for name in (topic, f"{topic}.{server}")]
-        durable = self.transient_quorum or self.stream_fanout
-        fanout = kombu.Exchange(f"{topic}_fanout", type="fanout", durable=durable,
-                                auto_delete=True)
-        if self.stream_fanout:
-            name = f"{topic}_fanout"
-            consumer_arguments = {"x-stream-offset": stream_offset}
-        else:
-            name = f"{topic}_fanout_{uuid.uuid4().hex}"
-            consumer_arguments = self.consumer_arguments
-        queues.append(kombu.Queue(name, fanout, routing_key=topic, durable=durable,
-                                  auto_delete=False,
-                                  queue_arguments=self.fanout_queue_arguments,
-                                  consumer_arguments=consumer_arguments))
-        return queues
-
-    def retry_policy(self, what: str) -> dict:
-        """kombu's retry policy for a publish: for ever, at the driver's
-        intervals, each failure logged."""
-        def errback(exc, interval):
-            LOG.error("Could not %s (%s); trying again in %.1f s", what, exc, interval)
-
-        return dict(self.retry, max_retries=None, errback=errback)
-
-
-def _declare(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Queue:
-    """Declare ``queue`` (and its exchange and binding) on ``channel``, with
-    the rabbit driver's two ways out of a refused declaration."""
-    bound = queue(channel)
-    try:
-        bound.declare()
-    except channel_errors as err:
-        code = getattr(err, "code", None)
-        if code == 406 and "inequivalent arg 'durable'" in str(err):
-            # The exchange was declared non-durable by another service
-            # sharing control_exchange: follow it, as oslo.messaging does.
-            LOG.warning("Queue %s could not be declared durable (%s); "
-                        "declaring it non-durable", queue.name, err)
-            exchange = queue.exchange
-            bound = kombu.Queue(
-                queue.name, kombu.Exchange(exchange.name, type=exchange.type,
-                                           durable=False,
-                                           auto_delete=queue.auto_delete),
-                routing_key=queue.routing_key, durable=False,
-                auto_delete=queue.auto_delete,
-                queue_arguments=queue.queue_arguments,
-                consumer_arguments=queue.consumer_arguments)(channel)
-            bound.declare()
-        elif code == 404:
-            # A queue left on a node that no longer answers: gone once
-            # deleted, declared anew on a live node.
-            LOG.warning("Queue %s is stuck on an unresponsive node (%s); "
-                        "deleting and declaring it again", queue.name, err)
-            with contextlib.suppress(*channel_errors):
-                bound.delete()
-            bound.declare()
-        else:
-            raise
-    return bound
-
 
 class _Stopping(Exception):
     """Raised inside kombu's reconnection loop to leave it: stop() was asked."""
@@ -920,7 +608,7 @@ class TopicConsumer:
         channel = conn.channel()
         if self._settings.prefetch > 0:
             channel.basic_qos(0, self._settings.prefetch, False)
-        queues = [_declare(q, channel, conn.channel_errors)
+        queues = [declare_queue(q, channel, conn.channel_errors)
                   for q in self._settings.topic_queues(
                       self._exchange, self._target.topic, self._target.server,
                       self._stream_offset)]

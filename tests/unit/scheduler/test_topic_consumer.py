@@ -37,10 +37,10 @@ from oslo_config import cfg
 from nova_sched import exception, rpc
 from nova_sched.conf import CONF
 from nova_sched.scheduler.wire import topic_consumer
-from nova_sched.scheduler.wire.topic_consumer import (RabbitSettings, TopicConsumer,
-                                                 pack, remote_failure,
-                                                 reply_message, unpack,
-                                                 version_is_compatible)
+from nova_sched.scheduler.wire.broker import RabbitSettings
+from nova_sched.scheduler.wire.rpc_envelope import (pack, remote_failure, reply_message,
+                                                    unpack, version_is_compatible)
+from nova_sched.scheduler.wire.topic_consumer import TopicConsumer
 
 MEMORY_URL = "kombu+memory:////"
 WAIT = 10
@@ -55,7 +55,7 @@ def _oslo_private(module: str, name: str):
     except (ImportError, AttributeError):
         pytest.fail(f"oslo.messaging {OSLO_MESSAGING} has no {module}.{name} any "
                     f"more: read what its rabbit driver does now and compare "
-                    f"nova_sched/scheduler/wire/topic_consumer.py with it by hand")
+                    f"nova_sched/scheduler/wire/broker.py and rpc_envelope.py with it by hand")
 
 
 def _rabbit_conf(url: str = "rabbit://", **options):
