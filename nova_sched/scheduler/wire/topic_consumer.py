@@ -48,6 +48,7 @@ and the consumer thread sends them between polls.
 from __future__ import annotations
 
 import bisect
+import collections
 import contextlib
 import contextvars
 import hashlib
@@ -267,6 +268,28 @@ class _Request:
         if self.msg_id:
             self._replies.reply(self, result, failure)
 
+
+def queue_lag(marks: collections.deque, now: float, delivered: int, waiting: int,
+              rate: float) -> float:
+    """Seconds behind its queue a consumer runs, from one sample: ``now``,
+    the messages ``delivered`` so far, its share of those ``waiting`` in
+    the queue, the recent delivery ``rate``. ``marks`` carries the earlier samples.
+
+    Two readings, the larger wins. Ahead: what a message arriving now will
+    wait (``waiting / rate``), which rises first at a burst's start.
+    Behind: how old the messages taken now are, measured, not predicted:
+    a sample remembers where the queue's end was (``delivered +
+    waiting``); once that many have been delivered, what is taken was sent
+    after the sample. At a burst's end the queue shortens while what is
+    taken still waited the whole burst: there only this reading is right.
+    """
+    while marks and marks[0][1] <= delivered:
+        marks.popleft()
+    behind = now - marks[0][0] if marks else 0.0
+    if waiting:
+        marks.append((now, delivered + waiting))
+    ahead = waiting / max(rate, 1.0) if waiting else 0.0
+    return max(ahead, behind)
 
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
@@ -488,6 +511,9 @@ class TopicConsumer:
         self._backlog = 0.0
         self._next_sample = 0.0
         self._sampled_delivered = 0
+        # (when, how many messages delivered once that moment's queue has
+        # been read to its end): see _sample_backlog.
+        self._tail_marks: collections.deque[tuple[float, int]] = collections.deque()
         # Figures for the log, health checks and tests.
         self.delivered = 0
         self.acknowledged = 0
@@ -771,9 +797,11 @@ class TopicConsumer:
         self._next_sample = now + _BACKLOG_SAMPLE
         rate = (self.delivered - self._sampled_delivered) / max(elapsed, 1e-3)
         self._sampled_delivered = self.delivered
-        # A passive declare answers with the queue's ready messages.
-        waiting = self._topic_queue.queue_declare(passive=True).message_count
-        self._backlog = waiting / max(rate, 1.0) if waiting else 0.0
+        # A passive declare answers with the queue's ready messages and its
+        # consumers: the daemons on the topic share what waits.
+        declared = self._topic_queue.queue_declare(passive=True)
+        waiting = -(-declared.message_count // max(declared.consumer_count, 1))
+        self._backlog = queue_lag(self._tail_marks, now, self.delivered, waiting, rate)
         if self._on_backlog is not None:
             self._on_backlog(self._backlog)
 

@@ -21,6 +21,7 @@ of oslo.messaging, kombu and amqp that pyproject.toml allows.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import importlib.metadata
 import inspect
@@ -364,3 +365,30 @@ def test_call_monitor_heartbeats_keep_a_long_call_alive(served):
     _consumer, _endpoint, client = served
     caller = client.prepare(timeout=WAIT, call_monitor_timeout=2)
     assert caller.call(rpc.admin_context(), "slow", seconds=3) == 3
+
+
+def test_queue_lag_follows_a_burst_to_its_end():
+    """Reports wait in the requests' queue: the lag the consumer reports is
+    how old what it takes is, so ComputeFilter does not take a live fleet
+    for down at the end of a burst, when the queue is short but what is
+    taken waited the whole burst."""
+    marks = collections.deque()
+    rate = 100.0
+    # A burst of 2,000 lands at once: 20 s of work ahead.
+    assert topic_consumer.queue_lag(marks, 0.0, 0, 2000, rate) == pytest.approx(20.0)
+    # 18 s later, 1,800 taken and 200 left: a new message waits 2 s, but
+    # what is taken now has waited 18 s.
+    lag = topic_consumer.queue_lag(marks, 18.0, 1800, 200, rate)
+    assert lag == pytest.approx(18.0)
+    # Queue empty: what is taken now was sent just now.
+    assert topic_consumer.queue_lag(marks, 21.0, 2000, 0, rate) == 0.0
+    assert not marks
+
+
+def test_queue_lag_of_a_steady_short_queue_is_short():
+    marks = collections.deque()
+    delivered = 0
+    for second in range(30):
+        lag = topic_consumer.queue_lag(marks, float(second), delivered, 50, 100.0)
+        delivered += 100
+        assert lag <= 1.0
