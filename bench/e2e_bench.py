@@ -93,10 +93,12 @@ from pathlib import Path
 
 import e2e_peers  # puts tests/functional on sys.path; threading backend first
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+import pyspy  # noqa: E402  (bench/pyspy.py)
 import sqlalchemy as sa  # noqa: E402
 
 POLL = 0.2  # seconds between polls of the database and the recorders
 LOST_SHOWN = 200  # lost requests listed on the terminal
+ROUND_TRIPS = 300  # no-op calls timed one after another
 SETTLED_S = 1.0  # a lone request this fast: the daemon has no backlog
 NOOP_TOPIC = "e2e_noop"
 DAEMON_HOST = "e2e-scheduler"
@@ -414,6 +416,7 @@ class Run:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"nova-sched-e2e-w{workers}-"))
         self.keep = args.keep
         self.failed = False
+        self.reports_cpu_per_s = 0.0  # measured by reports_only
         self.peers: list[Peer] = []
         # Requests lost at their phase's deadline -> that phase's result,
         # to count those that arrive (or go to ERROR) later on.
@@ -582,6 +585,7 @@ class Run:
         if late > 1.0:
             say(f"the reporters fell {late:.1f} s behind their schedule: "
                 "fewer reports were offered than planned")
+        self.reports_cpu_per_s = cpu / elapsed
         return {
             "oldest_report_age_s": self.db.oldest_report_age(),
             "offered_per_s": sent / elapsed,
@@ -682,19 +686,31 @@ class Run:
             "lost_instances": [{"uuid": u} for u in lost],
         }
 
-    def requests(self, count: int, rate: float | None) -> dict:
+    def noop_round_trip(self) -> dict:
+        """The wire's own latency: calls to the no-op server, one at a time,
+        while the fleet re-reports (the paced run's p99 is judged by it)."""
+        took = [t * 1000 for t in self.casters[0].call("round_trips", "noop", ROUND_TRIPS)]
+        return {"calls": len(took), "p50": percentile(took, 50), "p99": percentile(took, 99)}
+
+    def requests(self, count: int, rate: float | None, profile: bool = False) -> dict:
         """``count`` run_instance requests through the daemon to the computes.
 
         An instance neither arrived nor in ERROR ``--deadline`` seconds
         after the last cast is lost.
         """
         self.compute.call("take")  # forget stray arrivals of an earlier phase
-        cpu0 = cpu_seconds(self.daemon.pid)
+        recording = (pyspy.Recording(self.daemon.pid, self.workdir / "py-spy-requests.txt")
+                     .start() if profile else None)
+        cpu0, wall0 = cpu_seconds(self.daemon.pid), time.monotonic()
         sent = self._cast("scheduler", count, rate)
         casts = sent["casts"]
         arrivals, failed, duplicates = self._await(
             self.compute, casts, sent["t_last"] + self.args.deadline, True)
         cpu = cpu_seconds(self.daemon.pid) - cpu0
+        # What the reports (and the daemon's idle work) cost over as long,
+        # as the reports-only interval measured it: the rest is the requests'.
+        reports_cpu = self.reports_cpu_per_s * (time.monotonic() - wall0)
+        top = recording.stop() if recording is not None else None
         lost = sorted(casts.keys() - arrivals.keys() - failed)
         latencies = [(arrivals[u] - casts[u]) * 1000 for u in arrivals]
         t_end = max(arrivals.values(), default=sent["t_first"])
@@ -708,7 +724,11 @@ class Run:
                            "max": max(latencies, default=None)},
             "error": len(failed), "lost": len(lost), "duplicates": duplicates,
             "daemon_cpu_ms_per_request": cpu * 1000 / len(arrivals) if arrivals else None,
+            "daemon_cpu_ms_per_request_excl_reports":
+                max(0.0, cpu - reports_cpu) * 1000 / len(arrivals) if arrivals else None,
         }
+        if top is not None:
+            out["profile"] = top
         if failed:
             out["error_example"] = self.db.first_fault(failed)
         rows = self.db.instance_rows(lost) if lost else {}
@@ -750,13 +770,15 @@ class Run:
             "the clients cast them, then from a full queue")
         result["noop"] = self.noop_baseline(preload=False)
         result["noop_drain"] = self.noop_baseline(preload=True)
+        say(f"{tag} no-op server's call round trip: {ROUND_TRIPS} calls, one after another")
+        result["noop_round_trip"] = self.noop_round_trip()
         # A daemon that cannot keep up with the reports alone never settles:
         # waiting longer than a few report intervals only grows its backlog.
         settle_limit = max(10.0, 3 * a.report_interval)
         result["settled_s"] = [self.settle(settle_limit)]
         what = f"at {a.rate:g}/s" if a.rate else "as fast as the clients cast"
         say(f"{tag} {a.requests} run_instance requests {what}")
-        result["requests"] = req = self.requests(a.requests, a.rate)
+        result["requests"] = req = self.requests(a.requests, a.rate, profile=a.py_spy)
         say(f"{tag} {req['arrived']} placed ({req['arrived_per_s']:.1f}/s), "
             f"{req['error']} error, {req['lost']} lost")
         if not a.rate and a.paced_fraction > 0 and req["arrived"]:
@@ -848,11 +870,18 @@ def table(results: list[dict], args) -> str:
     row("latency p50 / p99 ms", lambda r: _lat(r["requests"]))
     row("daemon CPU ms per run_instance",
         lambda r: _num(r["requests"]["daemon_cpu_ms_per_request"], "{:.1f}"))
+    row("  reports excluded",
+        lambda r: _num(r["requests"].get("daemon_cpu_ms_per_request_excl_reports"), "{:.2f}"))
+    row("no-op call round trip p50 / p99 ms", lambda r: "{} / {}".format(
+        _num(r["noop_round_trip"]["p50"], "{:.1f}"), _num(r["noop_round_trip"]["p99"], "{:.1f}")))
     if any("paced" in r for r in results):
         row("paced: rate/s", lambda r: _num((r.get("paced") or {}).get("rate"), "{:,.1f}"))
         row("paced: run_instance/s",
             lambda r: _num((r.get("paced") or {}).get("arrived_per_s"), "{:,.1f}"))
         row("paced: latency p50 / p99 ms", lambda r: _lat(r.get("paced")))
+        row("paced p99 / no-op call round trip p99", lambda r: _num(
+            _over((r.get("paced") or {}).get("latency_ms", {}).get("p99"),
+                  r["noop_round_trip"]["p99"]), "{:.1f}x"))
     row("instances in ERROR", lambda r: str(_sum(r, "error")))
     row("LOST (neither arrived nor ERROR)", lambda r: str(_sum(r, "lost")) + (
         f" ({_sum(r, 'answered_after_deadline')} later)"
@@ -879,8 +908,21 @@ def _ratio(noop: dict, req: dict) -> float | None:
     return noop["arrived_per_s"] / req["arrived_per_s"]
 
 
+def _over(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def _sum(result: dict, key: str) -> int:
     return sum((result.get(p) or {}).get(key, 0) for p in ("requests", "paced"))
+
+
+def profile_text(result: dict, top: int = 12) -> str:
+    prof = result["requests"]["profile"]
+    lines = [f"\npy-spy --gil, workers={result['workers']}, flat-out requests, "
+             f"{prof['samples']} samples: self / total % of samples"]
+    for (own, o_pct), (tot, t_pct) in zip(prof["self"][:top], prof["total"][:top]):
+        lines.append(f"  {o_pct:5.1f}  {own[:60]:<60}  {t_pct:5.1f}  {tot[:60]}")
+    return "\n".join(lines)
 
 
 def lost_lines(result: dict) -> list[str]:
@@ -923,6 +965,9 @@ def parse_args(argv=None):
                    help="a PostgreSQL (or MySQL) server to use instead of SQLite, e.g. "
                         "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres: a fresh "
                         "database is created on it and dropped after")
+    p.add_argument("--py-spy", action="store_true",
+                   help="profile the daemon (py-spy record --gil) over the flat-out "
+                        "requests and print its top functions")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--keep", action="store_true",
                    help="keep the work directory (config, daemon log)")
@@ -985,6 +1030,9 @@ def main(argv=None) -> int:
               f"{cloudlib.RABBIT_HOST}:{cloudlib.RABBIT_PORT}, "
               f"{results[0]['database']}, {args.requests} requests", file=out)
         print(table(results, args), file=out)
+    for r in results:
+        if "profile" in r["requests"]:
+            print(profile_text(r), file=sys.stderr if args.json else sys.stdout)
     if lost:
         print(f"\nLOST requests ({len(lost)}):", file=sys.stderr)
         print("\n".join(lost[:LOST_SHOWN]), file=sys.stderr)

@@ -222,6 +222,17 @@ class Caster:
                 "first_error": done["first_error"], "late": done["late"],
                 "t_last": time.monotonic()}
 
+    def round_trips(self, to: str, count: int) -> list[float]:
+        """``count`` calls of ``ping`` to ``to``, one after another: the
+        seconds each took from the call to its reply."""
+        client = self.clients[to].client.prepare(version="2.0", timeout=30)
+        out = []
+        for _ in range(count):
+            t0 = time.monotonic()
+            client.call(cloudlib.request_context(), "ping")
+            out.append(time.monotonic() - t0)
+        return out
+
     def close(self) -> None:
         for client in self.clients.values():
             client.cleanup()
@@ -258,6 +269,10 @@ class Recorder:
 
             def run_instance(self, ctxt, **kwargs):
                 arrivals.append((uuid_of(kwargs), time.monotonic()))
+
+            def ping(self, ctxt):
+                """A call that does nothing: the wire's round trip."""
+                return None
 
         self._make_server = lambda: messaging.get_rpc_server(
             self.transport, messaging.Target(topic=topic, server=server), [Endpoint()])

@@ -74,6 +74,7 @@ sys.path.insert(0, str(REPO / "tests" / "functional"))
 
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
 import novacloud  # noqa: E402  (tests/functional/novacloud.py)
+import pyspy  # noqa: E402
 from e2e_bench import cpu_seconds, memory_mb, percentile  # noqa: E402
 
 SCHEDULERS = ("nova-scheduler", "nova-sched")
@@ -381,14 +382,7 @@ class Bench:
         """Further calls under py-spy record, and one py-spy dump among them."""
         pid = self.cloud.procs[kind].pid
         raw = self.workdir / f"py-spy-{kind}-{size}.txt"
-        rec_log = open(self.workdir / "py-spy-record.log", "w")
-        recorder = subprocess.Popen(
-            # --gil: only the threads running Python code, not those waiting
-            # for the broker or the network.
-            ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
-             "--gil", "--rate", "200", "--format", "raw", "--output", str(raw)],
-            stdout=rec_log, stderr=subprocess.STDOUT, start_new_session=True)
-        time.sleep(1.0)
+        recording = pyspy.Recording(pid, raw).start()
         dumps = []
         half = self.args.calls // 2
 
@@ -401,18 +395,13 @@ class Bench:
         with self.phases.timed("profiled calls (py-spy record)", scheduler=kind, nodes=size):
             lines = self.driver([f"--calls={self.args.calls}", "--warmup=0"],
                                 f"profiled-{kind}-{size}", on_line=maybe_dump)
-        recorder.send_signal(signal.SIGINT)
-        try:
-            recorder.wait(60)
-        except subprocess.TimeoutExpired:
-            recorder.kill()
-        rec_log.close()
+        top = recording.stop()
         calls = [line for line in lines if "i" in line]
         (self.workdir / f"py-spy-dump-{kind}-{size}.txt").write_text("\n".join(dumps))
         ok = [c["ms"] for c in calls if "error" not in c]
         return {"calls": len(calls), "p50_ms": percentile(ok, 50),
                 "p99_ms": percentile(ok, 99), "raw": str(raw),
-                "top": summarise_profile(raw) if raw.exists() else None,
+                "top": top,
                 "dump": dumps[0] if dumps else None,
                 "check": self.check(calls, earlier)}
 
@@ -471,39 +460,6 @@ def placement_requests(log: Path, offset: int) -> dict[str, int]:
         text = fh.read().decode(errors="replace")
     found = re.findall(r'placement\.requestlog .*?"(GET|PUT|POST|DELETE) (/[a-z_]*)', text)
     return dict(collections.Counter(f"{m} {p}" for m, p in found).most_common())
-
-
-def summarise_profile(raw: Path, top: int = 15) -> dict:
-    """py-spy's raw (collapsed) stacks: the functions with the most samples,
-    on top of the stack (self) and anywhere in it (total)."""
-    own: collections.Counter = collections.Counter()
-    total: collections.Counter = collections.Counter()
-    samples = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        samples += n
-        frames = [f.strip() for f in stack.split(";") if f.strip()]
-        if not frames:
-            continue
-        own[_short(frames[-1])] += n
-        for frame in {_short(f) for f in frames if not f.startswith(_GENERIC)}:
-            total[frame] += n
-
-    def pct(counter):
-        return [(name, round(100 * n / samples, 1)) for name, n in counter.most_common(top)]
-    return {"samples": samples, "self": pct(own), "total": pct(total)}
-
-
-_GENERIC = ("process ", "thread ", "Thread._bootstrap", "Thread.run ", "<module> (")
-
-
-def _short(frame: str) -> str:
-    """``func (path/to/module.py:123)`` -> ``func (module.py:123)``."""
-    name, _, where = frame.partition(" (")
-    return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
 
 
 # -- output -------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""py-spy around a benchmark's phase: record a process, summarise the stacks.
+
+``py-spy`` (``pip install py-spy``) attaches to a running process from the
+outside: nothing in the daemon changes while it is profiled.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+class Recording:
+    """``py-spy record`` of ``pid`` (and its children) into ``raw`` (collapsed
+    stacks) from ``start()`` to ``stop()``.
+
+    ``--gil``: only the threads holding the interpreter, not those waiting
+    for the broker or the database, so the samples are where the CPU goes.
+    """
+
+    def __init__(self, pid: int, raw: Path, rate: int = 200):
+        self.pid, self.raw, self.rate = pid, Path(raw), rate
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self) -> "Recording":
+        self._log = open(self.raw.with_suffix(".log"), "w")
+        self._proc = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking",
+             "--gil", "--rate", str(self.rate), "--format", "raw", "--output", str(self.raw)],
+            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        time.sleep(1.0)  # attached before the phase begins
+        return self
+
+    def stop(self) -> dict | None:
+        """Stop recording; the summary (see ``summarise``), None without one."""
+        if self._proc is None:
+            return None
+        self._proc.send_signal(signal.SIGINT)
+        try:
+            self._proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+        self._log.close()
+        self._proc = None
+        return summarise(self.raw) if self.raw.exists() else None
+
+
+def summarise(raw: Path, top: int = 15) -> dict:
+    """py-spy's raw (collapsed) stacks: the functions with the most samples,
+    on top of the stack (self) and anywhere in it (total)."""
+    own: collections.Counter = collections.Counter()
+    total: collections.Counter = collections.Counter()
+    samples = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        samples += n
+        frames = [f.strip() for f in stack.split(";") if f.strip()]
+        if not frames:
+            continue
+        own[_short(frames[-1])] += n
+        for frame in {_short(f) for f in frames if not f.startswith(_GENERIC)}:
+            total[frame] += n
+
+    def pct(counter):
+        return [(name, round(100 * n / samples, 1)) for name, n in counter.most_common(top)]
+    return {"samples": samples, "self": pct(own), "total": pct(total)}
+
+
+_GENERIC = ("process ", "thread ", "Thread._bootstrap", "Thread.run ", "<module> (")
+
+
+def _short(frame: str) -> str:
+    """``func (path/to/module.py:123)`` -> ``func (module.py:123)``."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
