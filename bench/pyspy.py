@@ -77,6 +77,9 @@ _GENERIC = ("process ", "thread ", "Thread._bootstrap", "Thread.run ", "<module>
 
 
 def _short(frame: str) -> str:
-    """``func (path/to/module.py:123)`` -> ``func (module.py:123)``."""
+    """``func (path/to/module.py:123)`` -> ``func (module.py)``: a function's
+    samples together, whichever of its lines they were on."""
     name, _, where = frame.partition(" (")
-    return f"{name} ({where.rsplit('/', 1)[-1]}" if where else name
+    if not where:
+        return name
+    return f"{name} ({where.rsplit('/', 1)[-1].rsplit(':', 1)[0].rstrip(')')})"

@@ -22,6 +22,7 @@ weighing. They share ``schedule`` (the loop over a request's instances) and
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -59,6 +60,33 @@ class BootArgs:
     requested_networks: Any
     is_first_time: Any
     legacy_bdm_in_spec: Any = True
+
+
+class _Timing:
+    """One instance's decision CPU time and claim wall time, summed over its
+    tries (a claim lost to another daemon is decided again); see
+    ``DecisionStats``."""
+
+    def __init__(self):
+        self.decision = 0.0
+        self.claim: float | None = None
+
+    @contextlib.contextmanager
+    def deciding(self) -> Iterator[None]:
+        # Entered with the cycle's lock held: waiting for it is not counted.
+        started = time.thread_time()
+        try:
+            yield
+        finally:
+            self.decision += time.thread_time() - started
+
+    @contextlib.contextmanager
+    def claiming(self) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.claim = (self.claim or 0.0) + time.perf_counter() - started
 
 
 @dataclasses.dataclass
@@ -193,14 +221,13 @@ class SchedulingCycle:
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
-        started = time.perf_counter()
+        timing = _Timing()
         try:
             selections = self._claim_best(spec, group, uuid, placement_index,
-                                          alternates, previous_host)
+                                          alternates, previous_host, timing)
         finally:
-            elapsed = time.perf_counter() - started
-            self.stats.record(elapsed)
-            self.metrics.decided(elapsed)
+            self.stats.record(timing.decision, timing.claim)
+            self.metrics.decided(timing.decision, timing.claim)
         if boot is not None:
             try:
                 self._cast(context, spec, uuid, index, selections[0], boot)
@@ -287,7 +314,8 @@ class SchedulingCycle:
         return selection
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates,
-                    previous_host: str | None = None) -> list[Selection]:
+                    previous_host: str | None = None,
+                    timing: _Timing | None = None) -> list[Selection]:
         """Step 4: take the best node in memory, then claim it in the database.
 
         As kube-scheduler "assumes" a pod before binding it, the decision
@@ -298,10 +326,11 @@ class SchedulingCycle:
         daemon (the guarded UPDATE) takes the assumption back (the node is
         re-read) and decides again.
         """
+        timing = timing if timing is not None else _Timing()
         lost = 0
         doubts_settled = False
         while True:
-            with self._lock:
+            with self._lock, timing.deciding():
                 self.host_manager.refresh(
                     force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
                 decision = self.decide(spec, group, uuid)
@@ -329,7 +358,8 @@ class SchedulingCycle:
             placement = None if placement_index is None else Placement(
                 chosen.host, chosen.nodename, placement_index, previous_host)
             try:
-                self.claims.claim(claim, placement)
+                with timing.claiming():
+                    self.claims.claim(claim, placement)
                 self.host_manager.source.note_confirmed(claim)
                 return [chosen] + rest
             except exception.ClaimFailed as err:

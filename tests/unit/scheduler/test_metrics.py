@@ -33,6 +33,8 @@ def test_requests_and_decisions_are_counted_by_outcome(manager, ctxt):
     assert _value(m, "nova_sched_requests_total", method="run_instance",
                   outcome="invalid") == 1
     assert _value(m, "nova_sched_decision_seconds_count") == 3   # per instance
+    # Claimed: the two placed instances, not the one no host fits.
+    assert _value(m, "nova_sched_claim_seconds_count") == 2
     assert _value(m, "nova_sched_no_valid_host_total") == 1
     assert _value(m, "nova_sched_filter_removed_hosts_total", filter="RamFilter") == 3
     assert _value(m, "nova_sched_compute_reports_total", outcome="accepted") == 3

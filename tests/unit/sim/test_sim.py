@@ -62,7 +62,7 @@ def test_small_simulation_json(capsys):
         assert summary["placed"] + summary["failed"] == 60
         assert summary["placed"] > 0
         assert summary["decisions_per_second"] > 0
-        for key in ("decision_ms", "request_ms"):
+        for key in ("decision_ms", "claim_ms", "request_ms"):
             for point in ("p50", "p99"):
                 value = summary[key][point]
                 assert isinstance(value, (int, float)) and value > 0, (key, point)
