@@ -44,8 +44,8 @@ class SchedulerMetrics:
             ["method", "outcome"], registry=reg)
         self.decision_seconds = Histogram(
             "nova_sched_decision_seconds",
-            "CPU time of the deciding thread per instance: host table "
-            "refresh, filters, weighers (lock and interpreter waits excluded).",
+            "CPU time of the deciding thread inside the driver per instance: "
+            "filters and weighers (lock and interpreter waits excluded).",
             buckets=_DECISION_BUCKETS, registry=reg)
         self.claim_seconds = Histogram(
             "nova_sched_claim_seconds",

@@ -15,9 +15,9 @@ The figures:
   last instance placed or failed;
 - ``decision_ms``: time inside the driver per instance, as the scheduling
   cycle measures it (``DecisionStats``): the deciding thread's CPU time
-  for the host table's refresh, the filters and the weighers; the waits
-  for the cycle's lock and for the interpreter (the fleet shares the
-  process) are not in it;
+  in the driver's ``decide`` (filters and weighers); the waits for the
+  cycle's lock and for the interpreter (the fleet shares the process) are
+  not in it;
 - ``claim_ms``: the wall time of each instance's claim (the database
   transaction that records it);
 - ``request_ms``: from the client's ``run_instance`` cast to the arrival of
@@ -262,7 +262,7 @@ def format_text(summary: dict[str, Any]) -> str:
         f"  decisions/s         {s['decisions_per_second']:.1f}  ({s['decisions']} "
         f"decisions in {s['elapsed_s']['boot']:.1f} s)",
         f"  decision_ms         p50 {d['p50']:.2f}  p99 {d['p99']:.2f}"
-        "   (the driver's CPU time per instance: refresh, filter, weigh)",
+        "   (the driver's CPU time per instance: filter, weigh)",
         f"  claim_ms            p50 {c['p50']:.2f}  p99 {c['p99']:.2f}"
         "   (the claim's database transaction, wall time)",
         f"  request_ms          p50 {r['p50']:.2f}  p99 {r['p99']:.2f}"

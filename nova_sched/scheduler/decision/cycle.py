@@ -73,7 +73,8 @@ class _Timing:
 
     @contextlib.contextmanager
     def deciding(self) -> Iterator[None]:
-        # Entered with the cycle's lock held: waiting for it is not counted.
+        # Around the driver's decide alone, the cycle's lock held: waiting
+        # for it, and bringing the host table up to date, are not counted.
         started = time.thread_time()
         try:
             yield
@@ -330,15 +331,17 @@ class SchedulingCycle:
         lost = 0
         doubts_settled = False
         while True:
-            with self._lock, timing.deciding():
+            with self._lock:
                 self.host_manager.refresh(
                     force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
-                decision = self.decide(spec, group, uuid)
+                with timing.deciding():
+                    decision = self.decide(spec, group, uuid)
                 if (not len(decision.order) and not doubts_settled
                         and self.host_manager.settle_doubts()):
                     # Some figures may have counted a claim of ours twice.
                     doubts_settled = True
-                    decision = self.decide(spec, group, uuid)
+                    with timing.deciding():
+                        decision = self.decide(spec, group, uuid)
                 self.metrics.filtered(decision.filtered.removed_counts())
                 if not len(decision.order):
                     reason = decision.reason()

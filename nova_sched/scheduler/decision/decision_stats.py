@@ -4,11 +4,12 @@ Two figures per placed instance, kept apart because they answer different
 questions:
 
 - ``decision``: the deciding thread's own CPU time (``time.thread_time``)
-  from the moment it holds the cycle's lock to the node chosen and assumed:
-  the host table brought up to date, the filters, the weighers. Waits for
-  the lock, for the interpreter (other threads of the daemon, or the demo's
-  fleet in the same process) and for the database are not in it, so it is
-  the driver's cost whatever else the process does;
+  inside the driver's ``decide``: the request's preparation, the filters,
+  the weighers. Waits for the cycle's lock, for the interpreter (other
+  threads of the daemon, or the demo's fleet in the same process) and for
+  the database are not in it, nor is bringing the host table up to date
+  with the reports since the last decision, so it is the driver's cost
+  whatever else the process does;
 - ``claim``: the wall time of the claim in its store (a database
   transaction, or a Placement request): what the instance waits for after
   the decision, and what a decision in this daemon does not wait for.
