@@ -115,13 +115,17 @@ def get_client(transport, target, version_cap=None, serializer=None):
 NOTIFY_RETRIES = 2 ** 31
 
 
+# The notifications' topic (CONTRACT section 3); priority is appended.
+NOTIFY_TOPICS = ("notifications",)
+
+
 def get_notifier(transport, publisher_id: str) -> messaging.Notifier:
     """Notifier on topic 'notifications' with the messagingv2 driver (CONTRACT 3)."""
     return messaging.Notifier(
         transport,
         publisher_id=publisher_id,
         driver="messagingv2",
-        topics=["notifications"],
+        topics=list(NOTIFY_TOPICS),
         serializer=ContextSerializer(),
         retry=NOTIFY_RETRIES,
     )

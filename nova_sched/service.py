@@ -184,6 +184,8 @@ class SchedulerService:
         if self._periodic is not None:
             self._periodic.join(timeout=5)
         self.manager.reports.stop()
+        # After the requests in hand: their last notifications are queued.
+        self.manager.stop_publishing()
         self.manager.host_manager.source.stop()
         db_api.remove_retry_listener(self._database_retry)
         LOG.info("nova-sched %s stopped", CONF.host)

@@ -7,40 +7,54 @@ import oslo_messaging as messaging
 from nova_sched import rpc
 from nova_sched.conf import CONF
 from nova_sched.publish_watch import PublishWatch
+from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
 
 
 class ComputeAPI:
-    """Casts to one compute node's ``<compute_topic>.<host>`` queue."""
+    """Casts to one compute node's ``<compute_topic>.<host>`` queue.
+
+    On RabbitMQ (and kombu's in-memory broker) the cast goes out through a
+    ``Publisher`` of its own, as oslo.messaging's RPC client would send it
+    (its CPU is a third of the client's); on another transport through
+    oslo.messaging's client. Either way the broker confirms it before
+    ``run_instance`` returns, tried again until it does: a cast is never
+    dropped, and the request is acknowledged only after.
+    """
 
     RUN_INSTANCE_VERSION = "2.37"
 
     def __init__(self, transport, watch: PublishWatch | None = None):
+        self.watch = watch or PublishWatch()
+        self._serializer = rpc.ContextSerializer()
+        url = messaging.TransportURL.parse(transport.conf)
+        self._publisher = (Publisher(transport.conf, url, "compute-casts")
+                           if speaks(url) else None)
+        self._exchange = transport.conf.control_exchange
         target = messaging.Target(topic=CONF.compute_topic, version="2.0")
         self.client = rpc.get_client(transport, target)
-        self.watch = watch or PublishWatch()
 
     def run_instance(self, ctxt, instance, host, request_spec, filter_properties,
                      requested_networks, injected_files, admin_password,
                      is_first_time, node=None, legacy_bdm_in_spec=True):
         """Ask ``host`` to build ``instance`` (nova Havana's arguments)."""
-        cctxt = self.client.prepare(server=host, version=self.RUN_INSTANCE_VERSION)
-        # oslo.messaging retries the publish until the broker confirms it
-        # (failing over between the nodes of a cluster): it is never
-        # dropped, and the request is acknowledged only after.
-        with self.watch.publishing(f"run_instance to {CONF.compute_topic}.{host}"):
-            self._cast(cctxt, ctxt, instance, request_spec, filter_properties,
-                       requested_networks, injected_files, admin_password,
-                       is_first_time, node, legacy_bdm_in_spec)
+        args = dict(instance=instance, request_spec=request_spec,
+                    filter_properties=filter_properties,
+                    requested_networks=requested_networks,
+                    injected_files=injected_files, admin_password=admin_password,
+                    is_first_time=is_first_time, node=node,
+                    legacy_bdm_in_spec=legacy_bdm_in_spec)
+        what = f"run_instance to {CONF.compute_topic}.{host}"
+        with self.watch.publishing(what):
+            if self._publisher is None:
+                self.client.prepare(server=host, version=self.RUN_INSTANCE_VERSION).cast(
+                    ctxt, "run_instance", **args)
+                return
+            message = {"method": "run_instance", "args": args,
+                       "version": self.RUN_INSTANCE_VERSION}
+            self._publisher.publish(
+                self._exchange, f"{CONF.compute_topic}.{host}",
+                envelope(message, self._serializer.serialize_context(ctxt)), what)
 
-    @staticmethod
-    def _cast(cctxt, ctxt, instance, request_spec, filter_properties,
-              requested_networks, injected_files, admin_password,
-              is_first_time, node, legacy_bdm_in_spec) -> None:
-        cctxt.cast(ctxt, "run_instance", instance=instance,
-                   request_spec=request_spec,
-                   filter_properties=filter_properties,
-                   requested_networks=requested_networks,
-                   injected_files=injected_files,
-                   admin_password=admin_password,
-                   is_first_time=is_first_time, node=node,
-                   legacy_bdm_in_spec=legacy_bdm_in_spec)
+    def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.close()

@@ -70,6 +70,14 @@ class SchedulerManager:
         self.parked = ParkedRequests()
         self.reports = ReportIngest(self.host_manager)
 
+    def stop_publishing(self) -> None:
+        """Send the notifications still queued and close the connections the
+        compute casts and notifications went out on (the daemon stops)."""
+        self.notifier.stop()
+        close = getattr(self.cycle.compute_api, "close", None)
+        if close is not None:
+            close()
+
     def problem(self) -> str | None:
         """What keeps the scheduler from its work now (for /healthz): a
         publish waiting for the broker, nova's databases or Placement

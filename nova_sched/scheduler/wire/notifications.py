@@ -12,6 +12,7 @@ from typing import Any
 
 from nova_sched import rpc
 from nova_sched.publish_watch import PublishWatch
+from nova_sched.scheduler.wire.notification_sender import NotificationSender, can_send
 
 LOG = logging.getLogger(__name__)
 
@@ -42,20 +43,39 @@ def scrub(value: Any) -> Any:
 class SchedulerNotifier:
     """Emits the scheduler's notifications.
 
-    A notification is published as the compute cast is: retried until the
-    broker confirms it, the request waiting (unacknowledged) meanwhile.
+    On RabbitMQ (and kombu's in-memory broker) they are queued for a
+    ``NotificationSender``: published in order from a thread of their own,
+    each retried until the broker confirms it, while the request goes on.
+    On another transport oslo.messaging's notifier publishes them on the
+    request's thread.
     """
 
     def __init__(self, transport, host: str, watch: PublishWatch | None = None):
-        self._notifier = rpc.get_notifier(transport, f"scheduler.{host}")
         self._watch = watch or PublishWatch()
+        publisher = f"scheduler.{host}"
+        self._sender: NotificationSender | None = None
+        if can_send(transport):
+            self._sender = NotificationSender(
+                transport, publisher, rpc.ContextSerializer(), topics=rpc.NOTIFY_TOPICS,
+                watch=self._watch)
+            self._notifier = self._sender
+        else:
+            self._notifier = rpc.get_notifier(transport, publisher)
 
     def _emit(self, ctxt, priority: str, event_type: str, payload: dict) -> None:
         try:
+            if self._notifier is self._sender:
+                getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
+                return
             with self._watch.publishing(f"notification {event_type}"):
                 getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
         except Exception:  # a notification must never fail a placement
             LOG.exception("Could not emit notification %s", event_type)
+
+    def stop(self) -> None:
+        """Send the notifications still queued (the daemon is stopping)."""
+        if self._sender is not None:
+            self._sender.stop()
 
     def run_instance_start(self, ctxt, request_spec: dict) -> None:
         self._emit(ctxt, "info", "scheduler.run_instance.start",

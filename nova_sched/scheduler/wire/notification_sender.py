@@ -1,0 +1,182 @@
+"""Notifications sent from a thread of their own, on a connection of their own.
+
+oslo.messaging's notifier publishes on the caller's thread and waits for
+the broker's confirm of each notification: a boot request sent three of
+them and waited three times. Here the request only queues its
+notifications (the payload already scrubbed of secrets, so what is queued
+is what may be seen) and goes on; one thread publishes them in order
+through a ``Publisher`` of its own, each confirmed by the broker and tried
+again until it is, as oslo's notifier does with ``NOTIFY_RETRIES``.
+
+What goes on the wire is what oslo.messaging's ``messagingv2`` driver
+sends, so any oslo.messaging notification listener reads it: the
+notification (``message_id``, ``publisher_id``, ``event_type``,
+``priority``, ``payload``, ``timestamp``) with the request context's
+redacted copy as ``_context_*`` keys, in the 2.0 envelope, published to
+``control_exchange`` with the routing key ``<topic>.<priority>``; the
+queue of that name is declared with the arguments the rabbit driver gives
+it, so notifications wait there until a listener comes.
+
+Nothing is dropped silently: a publish that fails is logged ("Publishing
+... failed") and tried again; one dropped after all is logged as
+"Notification ... was not sent". The queue is bounded, so while the
+broker is away requests wait for room instead of the daemon's memory
+growing; at shutdown what is still queued is sent if the broker answers
+within ``_FLUSH_TIMEOUT`` seconds, and every notification that is not is
+logged by event type and instance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+import uuid
+from typing import Any
+
+import oslo_messaging as messaging
+from oslo_utils import timeutils
+
+from nova_sched.publish_watch import PublishWatch
+from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
+
+LOG = logging.getLogger(__name__)
+
+# Notifications queued at most: about a second of a busy daemon's. A full
+# queue makes the request wait (the broker is away), as the publish did.
+_QUEUE_SIZE = 1000
+# Seconds stop() waits for the queue to be sent before logging the rest.
+_FLUSH_TIMEOUT = 10.0
+_STOP = object()
+
+
+def notification_url(conf) -> messaging.TransportURL:
+    """The URL notifications go to, as oslo.messaging picks it:
+    ``[oslo_messaging_notifications] transport_url``, else the RPC one."""
+    group = getattr(conf, "oslo_messaging_notifications", None)
+    return messaging.TransportURL.parse(conf, getattr(group, "transport_url", None) or None)
+
+
+def can_send(transport) -> bool:
+    """Whether ``transport`` (an oslo.messaging notification transport) is
+    one this sender speaks: RabbitMQ, or kombu's in-memory broker."""
+    return speaks(notification_url(transport.conf))
+
+
+class NotificationSender:
+    """Queues notifications and publishes them, in order, from its thread.
+
+    ``info`` and ``error`` take what oslo's Notifier takes (a context, the
+    event type, a JSON-able payload); ``serializer`` turns the context into
+    its wire form. ``watch`` shows a publish waiting for the broker in
+    ``/healthz``.
+    """
+
+    def __init__(self, transport, publisher_id: str, serializer, topics=("notifications",),
+                 watch: PublishWatch | None = None):
+        conf = transport.conf
+        self._publisher = Publisher(conf, notification_url(conf), "notifications")
+        self._exchange = conf.control_exchange
+        self._publisher_id = publisher_id
+        self._serializer = serializer
+        self._topics = tuple(topics)
+        self._watch = watch or PublishWatch()
+        self._queue: queue.Queue = queue.Queue(_QUEUE_SIZE)
+        self._stopping = threading.Event()
+        self._in_hand: dict | None = None
+        self.sent = 0
+        self._thread = threading.Thread(target=self._run, name="notifications",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- the request's side ------------------------------------------------
+    def info(self, ctxt, event_type: str, payload: Any) -> None:
+        self._put(ctxt, event_type, payload, "INFO")
+
+    def error(self, ctxt, event_type: str, payload: Any) -> None:
+        self._put(ctxt, event_type, payload, "ERROR")
+
+    def _put(self, ctxt, event_type: str, payload: Any, priority: str) -> None:
+        if self._stopping.is_set():
+            LOG.error("Notification %s was not sent: the scheduler is stopping (%s)",
+                      event_type, _instances(payload))
+            return
+        self._queue.put(({"message_id": str(uuid.uuid4()),
+                          "publisher_id": self._publisher_id,
+                          "event_type": event_type, "priority": priority,
+                          "payload": payload, "timestamp": str(timeutils.utcnow())},
+                         self._context(ctxt)))
+
+    def _context(self, ctxt) -> dict:
+        # As oslo's notifier: the context's redacted copy (no token, no
+        # secrets); a bare dict or None sends none.
+        if ctxt is None or type(ctxt) is dict:
+            return {}
+        redacted = getattr(ctxt, "redacted_copy", None)
+        return self._serializer.serialize_context(redacted() if redacted else ctxt)
+
+    # -- the sending thread ------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            self._in_hand = item[0]
+            self._send(*item)
+            self._in_hand = None
+
+    def _send(self, message: dict, context: dict) -> None:
+        """Publish one notification; tries until the broker confirms it."""
+        what = f"notification {message['event_type']}"
+        try:
+            body = envelope(message, context)
+        except Exception as err:  # a payload JSON cannot carry: said, not sent
+            LOG.error("Notification %s was not sent: it cannot be serialized (%s): %s",
+                      message["event_type"], _instances(message["payload"]), err)
+            return
+        try:
+            with self._watch.publishing(what):
+                for topic in self._topics:
+                    self._publisher.publish(self._exchange,
+                                            f"{topic}.{message['priority'].lower()}",
+                                            body, what, declare_queue_too=True)
+        except messaging.MessageDeliveryFailure:
+            return  # closed at shutdown with the broker away: stop() said so
+        self.sent += 1
+
+    # -- shutdown -------------------------------------------------------------
+    def stop(self, timeout: float = _FLUSH_TIMEOUT) -> None:
+        """Send what is queued (for at most ``timeout`` seconds), then close.
+        Notifications left unsent (the broker away) are logged one by one."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout
+        with contextlib.suppress(queue.Full):
+            self._queue.put(_STOP, timeout=timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            left = [self._in_hand] if self._in_hand is not None else []
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP:
+                    left.append(item[0])
+            for message in left:
+                LOG.error("Notification %s was not sent before the scheduler stopped: "
+                          "the broker did not take it within %.0f s (%s)",
+                          message["event_type"], timeout, _instances(message["payload"]))
+        self._publisher.close()
+
+
+def _instances(payload: Any) -> str:
+    """Which instances a notification was about, for the log."""
+    if not isinstance(payload, dict):
+        return "no instance"
+    if payload.get("instance_id"):
+        return f"instance {payload['instance_id']}"
+    spec = payload.get("request_spec")
+    uuids = spec.get("instance_uuids") if isinstance(spec, dict) else None
+    return f"instances {uuids}" if uuids else "no instance"

@@ -1,0 +1,181 @@
+"""NotificationSender: oslo.messaging's notification format, off the request's
+thread, in order, and nothing dropped without a word."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+import oslo_messaging as messaging
+import pytest
+
+from nova_sched import rpc
+from nova_sched.conf import CONF
+from nova_sched.scheduler.wire import notification_sender
+from nova_sched.scheduler.wire.notifications import SchedulerNotifier
+
+MEMORY_URL = "kombu+memory:////"
+WAIT = 10
+
+
+class _Collector:
+    """An oslo.messaging notification listener's endpoint."""
+
+    def __init__(self):
+        self.events: list[tuple[str, str, str, dict, dict]] = []
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        self.events.append(("INFO", publisher_id, event_type, payload, ctxt))
+
+    def error(self, ctxt, publisher_id, event_type, payload, metadata):
+        self.events.append(("ERROR", publisher_id, event_type, payload, ctxt))
+
+
+@pytest.fixture
+def memory_broker():
+    CONF.set_override("transport_url", MEMORY_URL)
+    transport = rpc.get_notification_transport()
+    # No heartbeats on the in-memory transport (oslo warns about each).
+    CONF.set_override("heartbeat_timeout_threshold", 0, group="oslo_messaging_rabbit")
+    try:
+        yield transport
+    finally:
+        transport.cleanup()
+        CONF.clear_override("transport_url")
+
+
+def _listen(transport, collector):
+    listener = messaging.get_notification_listener(
+        transport, [messaging.Target(topic="notifications")], [collector],
+        executor="threading")
+    listener.start()
+    return listener
+
+
+def _wait(predicate, what):
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_oslo_listeners_read_them_in_order_with_the_context(memory_broker):
+    collector = _Collector()
+    notifier = SchedulerNotifier(memory_broker, "sched-1")
+    assert notifier._sender is not None, "RabbitMQ and kombu's memory broker use the sender"
+    ctxt = rpc.RequestContext.from_wire({"request_id": "req-n1", "user_id": "u1",
+                                         "project_id": "p1", "auth_token": "tok-secret"})
+    spec = {"instance_uuids": [str(uuid.uuid4())], "admin_password": "pw-secret"}
+    notifier.run_instance_start(ctxt, spec)
+    notifier.run_instance_scheduled(ctxt, spec, "h1", 1.5, spec["instance_uuids"][0])
+    notifier.run_instance_error(ctxt, spec, spec["instance_uuids"][0], "no host")
+    notifier.run_instance_end(ctxt, spec)
+    # Sent before any listener came: they waited in the notifications queue.
+    listener = _listen(memory_broker, collector)
+    try:
+        _wait(lambda: len(collector.events) == 4, "four notifications")
+    finally:
+        listener.stop()
+        listener.wait()
+        notifier.stop()
+    # One queue per priority (notifications.info, notifications.error), as
+    # oslo's driver has them: in order within each.
+    assert [e[2] for e in collector.events if e[0] == "INFO"] == [
+        "scheduler.run_instance.start", "scheduler.run_instance.scheduled",
+        "scheduler.run_instance.end"]
+    assert [e[2] for e in collector.events if e[0] == "ERROR"] == ["scheduler.run_instance"]
+    assert {e[1] for e in collector.events} == {"scheduler.sched-1"}
+    scheduled = next(e[3] for e in collector.events
+                     if e[2] == "scheduler.run_instance.scheduled")
+    assert scheduled["weighted_host"] == {"host": "h1", "weight": 1.5}
+    assert scheduled["request_spec"]["admin_password"] == "***"
+    ctxt_seen = next(e[4] for e in collector.events
+                     if e[2] == "scheduler.run_instance.start")
+    assert ctxt_seen["request_id"] == "req-n1" and ctxt_seen["project_id"] == "p1"
+    assert "tok-secret" not in repr(collector.events)
+
+
+def test_the_request_does_not_wait_for_the_broker(memory_broker, monkeypatch):
+    """A publish that waits (the broker confirming slowly, or away) holds the
+    sender's thread, not the request's."""
+    gate = threading.Event()
+    sender = notification_sender.NotificationSender(
+        memory_broker, "scheduler.t", rpc.ContextSerializer())
+    real = sender._publisher.publish
+
+    def slow_publish(*args, **kwargs):
+        gate.wait(WAIT)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(sender._publisher, "publish", slow_publish)
+    started = time.monotonic()
+    for i in range(20):
+        sender.info(None, f"test.{i}", {"i": i})
+    assert time.monotonic() - started < 0.5
+    assert sender.sent == 0
+    gate.set()
+    _wait(lambda: sender.sent == 20, "the queued notifications sent")
+    sender.stop()
+
+
+def test_a_failed_publish_is_logged_and_sent_again(memory_broker, monkeypatch, caplog):
+    sender = notification_sender.NotificationSender(
+        memory_broker, "scheduler.t", rpc.ContextSerializer())
+    monkeypatch.setattr(sender._publisher.settings, "reconnect_delay", 0.01)
+    real, failures = sender._publisher._publish, []
+
+    def flaky(*args):
+        if len(failures) < 2:
+            failures.append(args)
+            raise ConnectionError("broker away")
+        real(*args)
+
+    monkeypatch.setattr(sender._publisher, "_publish", flaky)
+    with caplog.at_level(logging.ERROR):
+        sender.info(None, "test.flaky", {})
+        _wait(lambda: sender.sent == 1, "the notification sent after two failures")
+    sender.stop()
+    assert len(failures) == 2
+    assert sum("Publishing notification test.flaky failed" in r.getMessage()
+               for r in caplog.records) == 2
+    assert not any("was not sent" in r.getMessage() for r in caplog.records)
+
+
+def test_what_the_broker_never_took_is_logged_at_stop(memory_broker, monkeypatch, caplog):
+    sender = notification_sender.NotificationSender(
+        memory_broker, "scheduler.t", rpc.ContextSerializer())
+    monkeypatch.setattr(sender._publisher.settings, "reconnect_delay", 0.05)
+
+    def away(*args):
+        raise ConnectionError("broker away")
+
+    monkeypatch.setattr(sender._publisher, "_publish", away)
+    uuids = [str(uuid.uuid4()) for _ in range(3)]
+    for u in uuids:
+        sender.info(None, "scheduler.run_instance.scheduled", {"instance_id": u})
+    with caplog.at_level(logging.ERROR):
+        sender.stop(timeout=0.3)
+    unsent = [r.getMessage() for r in caplog.records
+              if "was not sent before the scheduler stopped" in r.getMessage()]
+    assert len(unsent) == 3
+    for u in uuids:
+        assert any(u in line for line in unsent)
+    # After stop, a late notification is refused with a word, not queued.
+    with caplog.at_level(logging.ERROR):
+        sender.info(None, "late.event", {"instance_id": "x"})
+    assert any("late.event" in r.getMessage() and "stopping" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_other_transports_keep_oslos_notifier():
+    CONF.set_override("transport_url", "fake:")
+    transport = rpc.get_notification_transport()
+    try:
+        notifier = SchedulerNotifier(transport, "sched-1")
+        assert notifier._sender is None
+        assert isinstance(notifier._notifier, messaging.Notifier)
+    finally:
+        transport.cleanup()
+        CONF.clear_override("transport_url")
