@@ -57,11 +57,19 @@ _FINISH_EVENT = (
     sa.update(_EVENTS).where(_EVENTS.c.id == sa.bindparam("b_id"))
     .values(finish_time=sa.bindparam("b_now"), result=sa.bindparam("b_result"),
             traceback=sa.bindparam("b_trace")))
-_ACTIONS_OF_EVENTS = sa.select(_EVENTS.c.id, _EVENTS.c.action_id).where(
-    _EVENTS.c.id.in_(sa.bindparam("ids", expanding=True)))
-_FINISH_ACTION = (
-    sa.update(_ACTIONS).where(_ACTIONS.c.id == sa.bindparam("b_id"))
+# The action of an event, finished with it: one statement per event, no
+# read of the events' actions first.
+_FINISH_ACTION_OF_EVENT = (
+    sa.update(_ACTIONS).where(_ACTIONS.c.id == sa.select(_EVENTS.c.action_id).where(
+        _EVENTS.c.id == sa.bindparam("b_event")).scalar_subquery())
     .values(finish_time=sa.bindparam("b_now"), message=sa.bindparam("b_message")))
+_MARK_CAST = (
+    sa.update(_INSTANCES).where(_INSTANCES.c.uuid == sa.bindparam("b_uuid"))
+    .values(cast_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now")))
+_STANDING = (
+    sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
+              _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
+    .where(_INSTANCES.c.uuid.in_(sa.bindparam("uuids", expanding=True))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,8 +236,7 @@ def mark_cast(uuid: str, finished: dict[int, tuple[str, str | None]] | None = No
     """
     now = db_api.utcnow()
     with db_api.transaction() as conn:
-        conn.execute(sa.update(_INSTANCES).where(_INSTANCES.c.uuid == uuid)
-                     .values(cast_at=now, updated_at=now))
+        conn.execute(_MARK_CAST, {"b_uuid": uuid, "b_now": now})
         if finished:
             _finish_events(conn, finished, now)
 
@@ -270,9 +277,7 @@ def _standing(conn, uuids: list[str]) -> dict[str, Standing]:
     found: dict[str, Standing] = {}
     for chunk in _chunks(uuids):
         for uuid, host, node, vm_state, cast_at in conn.execute(
-                sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
-                          _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
-                .where(_INSTANCES.c.uuid.in_(chunk))):
+                _STANDING, {"uuids": chunk}):
             found[uuid] = Standing(host, node, vm_state, cast_at is not None)
     return found
 
@@ -525,11 +530,7 @@ def _finish_events(conn, results: dict[int, tuple[str, str | None]], now) -> Non
         {"b_id": event_id, "b_now": now, "b_result": result,
          "b_trace": trace[:_MAX_TEXT] if trace else None}
         for event_id, (result, trace) in results.items()])
-    action_results: dict[int, str] = {}
-    for event_id, action_id in conn.execute(
-            _ACTIONS_OF_EVENTS, {"ids": list(results)}).all():
-        action_results[action_id] = results[event_id][0]
-    conn.execute(_FINISH_ACTION, [
-        {"b_id": action_id, "b_now": now,
+    conn.execute(_FINISH_ACTION_OF_EVENT, [
+        {"b_event": event_id, "b_now": now,
          "b_message": result if result == "Error" else None}
-        for action_id, result in action_results.items()])
+        for event_id, (result, _trace) in results.items()])

@@ -119,16 +119,20 @@ def _boot_and_check(cloud, port: int) -> None:
     assert delta("nova_sched_filter_removed_hosts_total", filter="RamFilter") == 3
     assert delta("nova_sched_claims_lost_total") == 0
     # The fake computes report every second: every report is counted, once
-    # as a report and once as a request.
-    reports = cloudlib.wait_until(
-        lambda: (lambda now: now if _value(now, "nova_sched_compute_reports_total",
-                                           outcome="accepted")
-                 >= _value(before, "nova_sched_compute_reports_total",
-                           outcome="accepted") + 2 * len(COMPUTES) else None)(
-            _scrape(port)), WAIT, what="two more reports from each compute")
-    assert (_value(reports, "nova_sched_requests_total", method="compute_node_update",
-                   outcome="ok")
-            == _value(reports, "nova_sched_compute_reports_total", outcome="accepted"))
+    # as a report and once as a request. The two counters move one after
+    # the other, so a scrape can fall between them: the check is that they
+    # meet, on a scrape after two more reports from each compute.
+    def counted_twice():
+        now = _scrape(port)
+        accepted = _value(now, "nova_sched_compute_reports_total", outcome="accepted")
+        ok = _value(now, "nova_sched_requests_total", method="compute_node_update",
+                    outcome="ok")
+        more = accepted >= _value(before, "nova_sched_compute_reports_total",
+                                  outcome="accepted") + 2 * len(COMPUTES)
+        return now if more and ok == accepted else None
+
+    cloudlib.wait_until(counted_twice, WAIT,
+                        what="every report counted as a report and as a request")
     assert _value(after, "nova_sched_hosts", state="down") == 0
     assert _value(after, "nova_sched_hosts", state="disabled") == 0
     assert _value(after, "nova_sched_parked_requests") == 0

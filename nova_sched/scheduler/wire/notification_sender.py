@@ -86,6 +86,7 @@ class NotificationSender:
         self._queue: queue.Queue = queue.Queue(_QUEUE_SIZE)
         self._stopping = threading.Event()
         self._in_hand: dict | None = None
+        self._last_context: tuple[Any, dict] | None = None
         self.sent = 0
         self._thread = threading.Thread(target=self._run, name="notifications",
                                         daemon=True)
@@ -111,11 +112,18 @@ class NotificationSender:
 
     def _context(self, ctxt) -> dict:
         # As oslo's notifier: the context's redacted copy (no token, no
-        # secrets); a bare dict or None sends none.
+        # secrets); a bare dict or None sends none. A request's several
+        # notifications share one context: its wire form is made once
+        # (it is only read after).
         if ctxt is None or type(ctxt) is dict:
             return {}
+        last = self._last_context
+        if last is not None and last[0] is ctxt:
+            return last[1]
         redacted = getattr(ctxt, "redacted_copy", None)
-        return self._serializer.serialize_context(redacted() if redacted else ctxt)
+        wire = self._serializer.serialize_context(redacted() if redacted else ctxt)
+        self._last_context = (ctxt, wire)
+        return wire
 
     # -- the sending thread ------------------------------------------------
     def _run(self) -> None:

@@ -52,6 +52,7 @@ class SchedulerNotifier:
 
     def __init__(self, transport, host: str, watch: PublishWatch | None = None):
         self._watch = watch or PublishWatch()
+        self._last_spec: tuple[Any, Any] | None = None
         publisher = f"scheduler.{host}"
         self._sender: NotificationSender | None = None
         if can_send(transport):
@@ -62,13 +63,16 @@ class SchedulerNotifier:
         else:
             self._notifier = rpc.get_notifier(transport, publisher)
 
-    def _emit(self, ctxt, priority: str, event_type: str, payload: dict) -> None:
+    def _emit(self, ctxt, priority: str, event_type: str, payload: dict,
+              scrubbed: bool = False) -> None:
         try:
+            if not scrubbed:
+                payload = scrub(payload)
             if self._notifier is self._sender:
-                getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
+                getattr(self._notifier, priority)(ctxt, event_type, payload)
                 return
             with self._watch.publishing(f"notification {event_type}"):
-                getattr(self._notifier, priority)(ctxt, event_type, scrub(payload))
+                getattr(self._notifier, priority)(ctxt, event_type, payload)
         except Exception:  # a notification must never fail a placement
             LOG.exception("Could not emit notification %s", event_type)
 
@@ -77,9 +81,20 @@ class SchedulerNotifier:
         if self._sender is not None:
             self._sender.stop()
 
+    def _request_spec(self, request_spec: Any) -> Any:
+        """The request spec scrubbed, once for a request's start and end
+        notifications (the request's spec is not changed in between: a
+        placement works on a copy)."""
+        last = self._last_spec
+        if last is not None and last[0] is request_spec:
+            return last[1]
+        clean = scrub(request_spec)
+        self._last_spec = (request_spec, clean)
+        return clean
+
     def run_instance_start(self, ctxt, request_spec: dict) -> None:
         self._emit(ctxt, "info", "scheduler.run_instance.start",
-                   {"request_spec": request_spec})
+                   {"request_spec": self._request_spec(request_spec)}, scrubbed=True)
 
     def run_instance_scheduled(self, ctxt, request_spec: dict, host: str,
                                weight: float, instance_uuid: str) -> None:
@@ -91,7 +106,7 @@ class SchedulerNotifier:
 
     def run_instance_end(self, ctxt, request_spec: dict) -> None:
         self._emit(ctxt, "info", "scheduler.run_instance.end",
-                   {"request_spec": request_spec})
+                   {"request_spec": self._request_spec(request_spec)}, scrubbed=True)
 
     def run_instance_error(self, ctxt, request_spec: Any, instance_uuid: str,
                            reason: str) -> None:

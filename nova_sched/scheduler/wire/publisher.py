@@ -62,7 +62,7 @@ class Publisher:
         self._lock = threading.Lock()
         self._conn: kombu.Connection | None = None
         self._producer: kombu.Producer | None = None
-        self._declared: set[str] = set()
+        self._declared: set[tuple[str, str]] = set()
         self._exchanges: dict[str, kombu.Exchange] = {}
         self._closed = threading.Event()
         if self.settings.heartbeat > 0:
@@ -103,6 +103,9 @@ class Publisher:
 
     def _publish(self, target: kombu.Exchange, routing_key: str, body: dict,
                  declare: bool, what: str) -> None:
+        # A failure raises to ``publish``, which logs it, drops the
+        # connection and comes back here: kombu's retry wrapper around each
+        # publish would only cost its CPU on every one.
         if self._producer is None:
             conn = self.settings.connection(self._name)
             conn.ensure_connection(
@@ -113,17 +116,32 @@ class Publisher:
             self._conn = conn
             self._producer = kombu.Producer(conn)
             self._declared = set()
-        if declare and routing_key not in self._declared:
+        if ("exchange", target.name) not in self._declared:
+            self._declare_exchange(target)
+            self._declared.add(("exchange", target.name))
+        if declare and ("queue", routing_key) not in self._declared:
             declare_queue(kombu.Queue(
                 routing_key, target, routing_key=routing_key, durable=target.durable,
                 auto_delete=target.auto_delete,
                 queue_arguments=self.settings.topic_queue_arguments),
                 self._producer.channel, self._conn.channel_errors)
-            self._declared.add(routing_key)
-        self._producer.publish(
-            body, exchange=target, routing_key=routing_key, declare=[target],
-            compression=self.settings.compression,
-            retry=True, retry_policy=self.settings.retry_policy(f"publish {what}"))
+            self._declared.add(("queue", routing_key))
+        self._producer.publish(body, exchange=target, routing_key=routing_key,
+                               compression=self.settings.compression)
+
+    def _declare_exchange(self, target: kombu.Exchange) -> None:
+        try:
+            target(self._producer.channel).declare()
+        except self._conn.channel_errors as err:
+            if getattr(err, "code", None) == 406 and "inequivalent arg 'durable'" in str(err):
+                # Declared non-durable by another service sharing it: follow
+                # it, as oslo.messaging does; the next try uses it.
+                LOG.warning("Exchange %s exists non-durable (%s); publishing to it "
+                            "as it is", target.name, err)
+                self._exchanges[target.name] = kombu.Exchange(
+                    target.name, type=target.type, durable=False,
+                    auto_delete=target.auto_delete)
+            raise
 
     def _keep_alive(self) -> None:
         """AMQP heartbeats while no publish goes out, so the broker keeps the
