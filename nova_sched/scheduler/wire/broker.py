@@ -266,3 +266,18 @@ def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Q
         else:
             raise
     return bound
+
+
+def heartbeat(conn: kombu.Connection, rate: float) -> None:
+    """Send and check AMQP heartbeats on a connection nothing is sent on
+    now; the broker's heartbeats count only once read, so they are read."""
+    conn.heartbeat_check(rate=rate)
+    with contextlib.suppress(socket.timeout):
+        conn.drain_events(timeout=0.001)
+
+
+def discard(conn: kombu.Connection | None) -> None:
+    """Let go of a connection found broken, without waiting on its socket."""
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.collect()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import threading
 import time
 import uuid
@@ -25,7 +24,7 @@ import uuid
 import kombu
 import oslo_messaging as messaging
 
-from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue
+from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue, discard, heartbeat
 from nova_sched.scheduler.wire.rpc_envelope import pack
 
 LOG = logging.getLogger(__name__)
@@ -151,9 +150,7 @@ class Publisher:
                 continue
             try:
                 if self._conn is not None:
-                    self._conn.heartbeat_check(rate=self.settings.heartbeat_rate)
-                    with contextlib.suppress(socket.timeout):
-                        self._conn.drain_events(timeout=0.001)
+                    heartbeat(self._conn, self.settings.heartbeat_rate)
             except Exception as err:  # the next publish reconnects
                 LOG.info("The connection %s failed (%s); a new one will be made "
                          "for the next publish", self._name, err)
@@ -163,9 +160,7 @@ class Publisher:
 
     def _drop(self) -> None:
         conn, self._conn, self._producer = self._conn, None, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.collect()
+        discard(conn)
 
     def close(self) -> None:
         """Close the connection; a publish still waiting for the broker keeps

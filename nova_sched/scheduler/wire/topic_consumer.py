@@ -66,7 +66,8 @@ import oslo_messaging as messaging
 
 from nova_sched import exception
 from nova_sched.scheduler.wire import pyamqp_adapter
-from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue
+from nova_sched.scheduler.wire.broker import (RabbitSettings, declare_queue, discard,
+                                             heartbeat)
 from nova_sched.scheduler.wire.notifications import scrub
 from nova_sched.scheduler.wire.rpc_envelope import (remote_failure, reply_message, unpack,
                                                    version_is_compatible)
@@ -219,10 +220,7 @@ class _Replies:
             conn = self._conn
             if conn is None:
                 return
-            conn.heartbeat_check(rate=self._settings.heartbeat_rate)
-            # The broker's heartbeats count only once read.
-            with contextlib.suppress(socket.timeout):
-                conn.drain_events(timeout=0.001)
+            heartbeat(conn, self._settings.heartbeat_rate)
         except Exception as err:  # the next reply reconnects
             LOG.info("The connection for replies failed (%s); a new one will "
                      "be made for the next reply", err)
@@ -232,9 +230,7 @@ class _Replies:
 
     def _drop(self) -> None:
         conn, self._conn, self._producer = self._conn, None, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.collect()
+        discard(conn)
 
     def close(self) -> None:
         with self._lock:

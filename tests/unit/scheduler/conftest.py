@@ -149,3 +149,19 @@ def manager(db):
 def ctxt():
     return rpc.RequestContext.from_wire({"request_id": "req-test", "user_id": "u1",
                                          "project_id": "p1"})
+
+
+@pytest.fixture
+def memory_transport():
+    """An RPC transport on kombu's in-memory broker, which CONF names as the
+    transport URL (the daemon's own publishers read it there)."""
+    CONF.set_override("transport_url", "kombu+memory:////")
+    transport = rpc.get_transport()
+    # No heartbeats on the in-memory transport (oslo warns about each); the
+    # option exists once a transport has been made.
+    CONF.set_override("heartbeat_timeout_threshold", 0, group="oslo_messaging_rabbit")
+    try:
+        yield transport
+    finally:
+        transport.cleanup()
+        CONF.clear_override("transport_url")

@@ -16,7 +16,6 @@ from nova_sched.conf import CONF
 from nova_sched.scheduler.wire import notification_sender
 from nova_sched.scheduler.wire.notifications import SchedulerNotifier
 
-MEMORY_URL = "kombu+memory:////"
 WAIT = 10
 
 
@@ -34,16 +33,13 @@ class _Collector:
 
 
 @pytest.fixture
-def memory_broker():
-    CONF.set_override("transport_url", MEMORY_URL)
+def memory_broker(memory_transport):
+    """A notification transport on kombu's in-memory broker."""
     transport = rpc.get_notification_transport()
-    # No heartbeats on the in-memory transport (oslo warns about each).
-    CONF.set_override("heartbeat_timeout_threshold", 0, group="oslo_messaging_rabbit")
     try:
         yield transport
     finally:
         transport.cleanup()
-        CONF.clear_override("transport_url")
 
 
 def _listen(transport, collector):

@@ -6,27 +6,12 @@ import threading
 import time
 
 import oslo_messaging as messaging
-import pytest
 
 from nova_sched import rpc
 from nova_sched.compute.rpcapi import ComputeAPI
 from nova_sched.conf import CONF
 
-MEMORY_URL = "kombu+memory:////"
 WAIT = 10
-
-
-@pytest.fixture
-def memory_transport():
-    CONF.set_override("transport_url", MEMORY_URL)
-    transport = rpc.get_transport()
-    # No heartbeats on the in-memory transport (oslo warns about each).
-    CONF.set_override("heartbeat_timeout_threshold", 0, group="oslo_messaging_rabbit")
-    try:
-        yield transport
-    finally:
-        transport.cleanup()
-        CONF.clear_override("transport_url")
 
 
 class _Compute:
@@ -42,14 +27,19 @@ class _Compute:
         self.arrived.set()
 
 
+def _serve(transport, compute: _Compute, host: str):
+    server = rpc.get_server(transport,
+                            messaging.Target(topic=CONF.compute_topic, server=host),
+                            [compute])
+    server.start()
+    return server
+
+
 def test_the_compute_cast_is_read_by_an_oslo_messaging_server(memory_transport):
     """The cast a compute node's oslo.messaging server receives: method,
     version 2.37, every argument, the caller's context."""
     compute = _Compute()
-    server = rpc.get_server(memory_transport,
-                            messaging.Target(topic=CONF.compute_topic, server="node-1"),
-                            [compute])
-    server.start()
+    server = _serve(memory_transport, compute, "node-1")
     api = ComputeAPI(memory_transport)
     assert api._publisher is not None, "RabbitMQ and kombu's memory broker: own publisher"
     ctxt = rpc.RequestContext.from_wire({"request_id": "req-c1", "project_id": "p1"})
@@ -77,10 +67,7 @@ def test_the_compute_cast_is_read_by_an_oslo_messaging_server(memory_transport):
 
 def test_a_failed_publish_is_tried_again_until_it_goes(memory_transport, monkeypatch):
     compute = _Compute()
-    server = rpc.get_server(memory_transport,
-                            messaging.Target(topic=CONF.compute_topic, server="node-2"),
-                            [compute])
-    server.start()
+    server = _serve(memory_transport, compute, "node-2")
     api = ComputeAPI(memory_transport)
     monkeypatch.setattr(api._publisher.settings, "reconnect_delay", 0.01)
     real, failures = api._publisher._publish, []
