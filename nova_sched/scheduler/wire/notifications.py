@@ -8,6 +8,7 @@ payload leaves the process.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from nova_sched import rpc
@@ -17,6 +18,9 @@ from nova_sched.scheduler.wire.notification_sender import NotificationSender, ca
 LOG = logging.getLogger(__name__)
 
 _SECRET_MARKERS = ("password", "admin_pass", "secret", "auth_token")
+_SECRET_KEY = re.compile("|".join(re.escape(m) for m in _SECRET_MARKERS))
+# Values with nothing inside to scrub: kept as they are, without a call.
+_PLAIN = (str, int, float, bool, type(None))
 
 
 def scrub(value: Any) -> Any:
@@ -24,8 +28,8 @@ def scrub(value: Any) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            lowered = str(key).lower()
-            if any(m in lowered for m in _SECRET_MARKERS):
+            lowered = key.lower() if type(key) is str else str(key).lower()
+            if _SECRET_KEY.search(lowered):
                 out[key] = "***"
             elif lowered == "injected_files":
                 out[key] = [
@@ -33,10 +37,10 @@ def scrub(value: Any) -> Any:
                     for f in (item or [])
                 ]
             else:
-                out[key] = scrub(item)
+                out[key] = item if type(item) in _PLAIN else scrub(item)
         return out
     if isinstance(value, (list, tuple)):
-        return [scrub(v) for v in value]
+        return [v if type(v) in _PLAIN else scrub(v) for v in value]
     return value
 
 

@@ -175,3 +175,22 @@ def test_other_transports_keep_oslos_notifier():
     finally:
         transport.cleanup()
         CONF.clear_override("transport_url")
+
+
+def test_scrub_masks_secrets_at_any_depth_and_copies():
+    from nova_sched.scheduler.wire.notifications import scrub
+
+    spec = {"instance_properties": {"admin_pass": "pw1", "Metadata": {"db_password": "pw2"},
+                                    "memory_mb": 512, "name": "vm"},
+            "block_device_mapping": [{"auth_token": "tk-9", "size": 1}, "plain", 3],
+            "injected_files": [["/etc/motd", "pw3"], ("/x", "pw4")],
+            "AdminPassword": "pw5", 7: {"secret_key": "pw6"}, "ok": None}
+    clean = scrub(spec)
+    assert not any(pw in repr(clean) for pw in ("pw1", "pw2", "pw3", "pw4", "pw5", "pw6",
+                                                "tk-9"))
+    assert clean["instance_properties"]["memory_mb"] == 512
+    assert clean["block_device_mapping"][1:] == ["plain", 3]
+    assert clean["injected_files"] == [["/etc/motd", "***"], ["/x", "***"]]
+    assert clean[7] == {"secret_key": "***"} and clean["ok"] is None
+    # A copy: the request keeps its values for the compute cast.
+    assert spec["instance_properties"]["admin_pass"] == "pw1"
