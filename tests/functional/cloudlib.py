@@ -83,6 +83,36 @@ def entry_point(module: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
+_PORTS_GIVEN: set[int] = set()
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a server a test starts later.
+
+    Taken below the kernel's ephemeral range (32768 and up by default): a
+    port from inside it can be handed to an outgoing connection (the
+    tests' and daemons' own AMQP and database connections) between now and
+    the server's bind. And apart from the blocks the private clusters take
+    (``clusters.py``: 5681-6290, 14300-16290, 25681-26290), which a node
+    restarted by a test binds again. Never the same port twice in one
+    process.
+    """
+    import random
+
+    for _ in range(200):
+        port = random.randint(17000, 24999)
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
+    raise RuntimeError("no free TCP port below the ephemeral range")
+
+
 def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -90,10 +90,7 @@ def ensure_venv(venv: Path | None = None, timeout: float = 1800) -> Path:
     return venv
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+free_port = cloudlib.free_port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

@@ -423,13 +423,7 @@ class Supervisor:
         self._thread.join(5)
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a daemon's /healthz)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+free_port = cloudlib.free_port
 
 
 def http_get(port: int, path: str) -> tuple[int, str]:

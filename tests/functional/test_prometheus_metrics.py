@@ -13,7 +13,6 @@ daemon keeps running.
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 
@@ -27,12 +26,6 @@ pytestmark = pytest.mark.integration
 
 COMPUTES = {"m-1": (8, 8192, 100), "m-2": (8, 8192, 100), "m-3": (8, 8192, 100)}
 WAIT = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _get(port: int, path: str) -> tuple[int, str]:
@@ -143,7 +136,7 @@ def _boot_and_check(cloud, port: int) -> None:
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_metrics_move_with_the_requests(rabbitmq, workdir, workers):
-    port = _free_port()
+    port = cloudlib.free_port()
     cloud = _start_cloud(workdir, workers, port)
     try:
         _boot_and_check(cloud, port)
@@ -153,7 +146,7 @@ def test_metrics_move_with_the_requests(rabbitmq, workdir, workers):
 
 
 def test_healthz_says_why_when_the_database_is_gone(rabbitmq, workdir):
-    port = _free_port()
+    port = cloudlib.free_port()
     with temporary_database("postgresql") as url:
         cloud = _start_cloud(workdir, 1, port, database_url=url)
         try:
