@@ -146,19 +146,18 @@ def _ensure(conn, uuids: list[str], props: dict, sizes: dict[str, int] | None,
     """``existing``: those of ``uuids`` known to have rows (read when None)."""
     if existing is None:
         existing = set(conn.execute(_UUIDS_PRESENT, {"uuids": uuids}).scalars())
-    _insert_instances(conn, uuids, existing, props, sizes, now)
+    _insert_instances(conn, [u for u in uuids if u not in existing], uuids, props,
+                      sizes, now)
     if request is not None:
         stored = (set(conn.execute(_REQUESTS_PRESENT, {"uuids": uuids}).scalars())
                   if existing else set())
         _insert_requests(conn, [u for u in uuids if u not in stored], request, now)
 
 
-def _insert_instances(conn, uuids: list[str], existing: set[str], props: dict,
+def _insert_instances(conn, new: list[str], uuids: list[str], props: dict,
                       sizes: dict[str, int] | None, now) -> None:
-    """Rows for the request's instances ``uuids`` but those ``existing``
-    (their launch index is their place in the request)."""
-    rows = [(index, uuid) for index, uuid in enumerate(uuids) if uuid not in existing]
-    if not rows:
+    """Rows for the instances ``new`` of the request naming ``uuids``."""
+    if not new:
         return
     sizes = sizes or {}
     common = {
@@ -172,8 +171,10 @@ def _insert_instances(conn, uuids: list[str], existing: set[str], props: dict,
     }
     for key in ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap"):
         common[key] = sizes.get(key, _size(props, key))
+    wanted = set(new)
     conn.execute(_INSTANCES.insert(), [dict(common, uuid=uuid, launch_index=index)
-                                       for index, uuid in rows])
+                                       for index, uuid in enumerate(uuids)
+                                       if uuid in wanted])
 
 
 def _insert_requests(conn, uuids: list[str], request: StoredRequest, now) -> None:

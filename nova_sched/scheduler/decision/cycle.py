@@ -315,7 +315,8 @@ class SchedulingCycle:
         return selection
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates,
-                    previous_host: str | None, timing: _Timing) -> list[Selection]:
+                    previous_host: str | None = None,
+                    timing: _Timing | None = None) -> list[Selection]:
         """Step 4: take the best node in memory, then claim it in the database.
 
         As kube-scheduler "assumes" a pod before binding it, the decision
@@ -326,6 +327,7 @@ class SchedulingCycle:
         daemon (the guarded UPDATE) takes the assumption back (the node is
         re-read) and decides again.
         """
+        timing = timing if timing is not None else _Timing()
         lost = 0
         doubts_settled = False
         while True:

@@ -39,7 +39,6 @@ from typing import Any
 import oslo_messaging as messaging
 from oslo_utils import timeutils
 
-from nova_sched import rpc
 from nova_sched.publish_watch import PublishWatch
 from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
 
@@ -75,8 +74,8 @@ class NotificationSender:
     ``/healthz``.
     """
 
-    def __init__(self, transport, publisher_id: str, serializer,
-                 topics=rpc.NOTIFY_TOPICS, watch: PublishWatch | None = None):
+    def __init__(self, transport, publisher_id: str, serializer, topics=("notifications",),
+                 watch: PublishWatch | None = None):
         conf = transport.conf
         self._publisher = Publisher(conf, notification_url(conf), "notifications")
         self._exchange = conf.control_exchange

@@ -60,8 +60,9 @@ class SchedulerNotifier:
         publisher = f"scheduler.{host}"
         self._sender: NotificationSender | None = None
         if can_send(transport):
-            self._sender = NotificationSender(transport, publisher, rpc.ContextSerializer(),
-                                              watch=self._watch)
+            self._sender = NotificationSender(
+                transport, publisher, rpc.ContextSerializer(), topics=rpc.NOTIFY_TOPICS,
+                watch=self._watch)
             self._notifier = self._sender
         else:
             self._notifier = rpc.get_notifier(transport, publisher)
