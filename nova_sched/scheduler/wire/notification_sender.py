@@ -33,7 +33,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from typing import Any
 
 import oslo_messaging as messaging
@@ -41,6 +40,7 @@ from oslo_utils import timeutils
 
 from nova_sched.publish_watch import PublishWatch
 from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
+from nova_sched.scheduler.wire.rpc_envelope import unique_ids
 
 LOG = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class NotificationSender:
             LOG.error("Notification %s was not sent: the scheduler is stopping (%s)",
                       event_type, _instances(payload))
             return
-        self._queue.put(({"message_id": str(uuid.uuid4()),
+        self._queue.put(({"message_id": unique_ids.text(),
                           "publisher_id": self._publisher_id,
                           "event_type": event_type, "priority": priority,
                           "payload": payload, "timestamp": str(timeutils.utcnow())},

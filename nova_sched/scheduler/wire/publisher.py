@@ -19,13 +19,12 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 
 import kombu
 import oslo_messaging as messaging
 
 from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue, discard, heartbeat
-from nova_sched.scheduler.wire.rpc_envelope import pack
+from nova_sched.scheduler.wire.rpc_envelope import pack_text, unique_ids
 
 LOG = logging.getLogger(__name__)
 
@@ -39,13 +38,14 @@ def speaks(url: messaging.TransportURL) -> bool:
     return url.transport.split("+")[0] in ("rabbit", "kombu")
 
 
-def envelope(message: dict, context: dict) -> dict:
+def envelope(message: dict, context: dict) -> str:
     """``message`` with the context's keys and a unique id, in the 2.0
-    envelope, as oslo.messaging's AMQP driver sends a cast or notification."""
-    message["_unique_id"] = uuid.uuid4().hex
+    envelope, as oslo.messaging's AMQP driver sends a cast or notification:
+    the JSON text ``Publisher.publish`` sends."""
+    message["_unique_id"] = unique_ids.hex()
     for key, value in context.items():
         message["_context_" + key] = value
-    return pack(message)
+    return pack_text(message)
 
 
 class Publisher:
@@ -77,9 +77,9 @@ class Publisher:
                 auto_delete=self.settings.auto_delete)
         return found
 
-    def publish(self, exchange: str, routing_key: str, body: dict, what: str,
+    def publish(self, exchange: str, routing_key: str, body: str, what: str,
                 declare_queue_too: bool = False) -> None:
-        """Publish ``body`` (an envelope) and wait for the broker's confirm;
+        """Publish ``body`` (an envelope's JSON text) and wait for the broker's confirm;
         tried again, each failure logged, until it is confirmed.
 
         ``declare_queue_too``: the queue named ``routing_key`` is declared
@@ -100,7 +100,7 @@ class Publisher:
                 time.sleep(self.settings.reconnect_delay)
         raise messaging.MessageDeliveryFailure(f"{what} not sent: the publisher is closed")
 
-    def _publish(self, target: kombu.Exchange, routing_key: str, body: dict,
+    def _publish(self, target: kombu.Exchange, routing_key: str, body: str,
                  declare: bool, what: str) -> None:
         # A failure raises to ``publish``, which logs it, drops the
         # connection and comes back here: kombu's retry wrapper around each
@@ -125,7 +125,9 @@ class Publisher:
                 queue_arguments=self.settings.topic_queue_arguments),
                 self._producer.channel, self._conn.channel_errors)
             self._declared.add(("queue", routing_key))
+        # Already JSON: with its content type given, kombu sends it as it is.
         self._producer.publish(body, exchange=target, routing_key=routing_key,
+                               content_type="application/json", content_encoding="utf-8",
                                compression=self.settings.compression)
 
     def _declare_exchange(self, target: kombu.Exchange) -> None:

@@ -9,7 +9,10 @@ that oslo.messaging's clients read what this consumer sends.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import threading
 import traceback
 import uuid
 from typing import Any
@@ -55,6 +58,52 @@ def pack(message: dict) -> dict:
     return {_VERSION_KEY: _ENVELOPE_VERSION, _MESSAGE_KEY: jsonutils.dumps(message)}
 
 
+# The envelope's JSON text around the message's own JSON text.
+_TEXT_HEAD = json.dumps({_VERSION_KEY: _ENVELOPE_VERSION})[:-1] + ", " + json.dumps(
+    _MESSAGE_KEY) + ": "
+
+
+def pack_text(message: dict) -> str:
+    """``pack(message)`` as the JSON text a sender puts on the wire
+    (``content_type`` application/json, utf-8): the same document, without
+    building the envelope's dict for a serializer to encode again. Values
+    JSON has no type for go through oslo's ``to_primitive``, as in
+    ``pack``."""
+    return _TEXT_HEAD + json.dumps(json.dumps(message, default=jsonutils.to_primitive)) + "}"
+
+
+class _UniqueIds:
+    """Unique ids for messages, as uuid4 would give them, at a fraction of
+    its cost: a random uuid4 per process (drawn again in a forked child)
+    whose last 48 bits count up from a random start. Ids only need to
+    differ, for oslo.messaging's duplicate detection and the listeners'
+    ``message_id``; a boot request takes six of them."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._reseed()
+        os.register_at_fork(after_in_child=self._reseed)
+
+    def _reseed(self) -> None:
+        base = uuid.uuid4().hex
+        self._prefix = base[:20]
+        self._counter = itertools.count(int(base[20:], 16))
+
+    def hex(self) -> str:
+        """32 hex digits, as ``uuid4().hex``."""
+        with self._lock:
+            n = next(self._counter)
+        return f"{self._prefix}{n & 0xFFFFFFFFFFFF:012x}"
+
+    def text(self) -> str:
+        """The 8-4-4-4-12 form, as ``str(uuid4())``."""
+        h = self.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+unique_ids = _UniqueIds()
+
+
 def remote_failure(exc_info) -> str:
     """An exception as a reply's ``failure``: the JSON object oslo.messaging's
     clients turn back into an exception (the class, the module, the message,
@@ -80,4 +129,4 @@ def reply_message(msg_id: str, result: Any = None, failure: str | None = None,
     """A reply to the call ``msg_id``, in its envelope. ``ending`` False
     with neither result nor failure is a call-monitor heartbeat."""
     return pack({"result": result, "failure": failure, "ending": ending,
-                 "_msg_id": msg_id, "_unique_id": uuid.uuid4().hex})
+                 "_msg_id": msg_id, "_unique_id": unique_ids.hex()})

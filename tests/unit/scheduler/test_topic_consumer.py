@@ -22,9 +22,12 @@ of oslo.messaging, kombu and amqp that pyproject.toml allows.
 from __future__ import annotations
 
 import collections
+import datetime
 import importlib
 import importlib.metadata
 import inspect
+import json
+import os
 import sys
 import threading
 import time
@@ -39,8 +42,9 @@ from nova_sched import exception, rpc
 from nova_sched.conf import CONF
 from nova_sched.scheduler.wire import topic_consumer
 from nova_sched.scheduler.wire.broker import RabbitSettings
-from nova_sched.scheduler.wire.rpc_envelope import (pack, remote_failure, reply_message,
-                                                    unpack, version_is_compatible)
+from nova_sched.scheduler.wire.rpc_envelope import (pack, pack_text, remote_failure,
+                                                    reply_message, unique_ids, unpack,
+                                                    version_is_compatible)
 from nova_sched.scheduler.wire.topic_consumer import TopicConsumer
 
 MEMORY_URL = "kombu+memory:////"
@@ -81,6 +85,40 @@ def test_envelope_round_trip_and_older_bodies():
     assert unpack("a reply of old") == "a reply of old"
     with pytest.raises(ValueError, match="envelope version 3.0"):
         unpack({"oslo.version": "3.0", "oslo.message": "{}"})
+
+
+def test_envelope_text_is_the_envelope_a_serializer_writes():
+    # Sent as JSON text, as kombu's json serializer would write pack()'s
+    # dict; quotes, non-ASCII text and a datetime (oslo's to_primitive)
+    # inside the message included.
+    message = {"method": "run_instance", "args": {"name": 'say "hi" \u00e9',
+                                                    "when": datetime.datetime(2026, 12, 2, 17)},
+               "_context_roles": ["member"]}
+    text = pack_text(message)
+    assert isinstance(text, str)
+    assert json.loads(text) == pack(message)
+    assert unpack(json.loads(text))["args"]["when"] == "2026-12-02T17:00:00.000000"
+
+
+def test_unique_ids_differ_and_look_like_uuid4():
+    texts = {unique_ids.text() for _ in range(5000)}
+    hexes = {unique_ids.hex() for _ in range(5000)}
+    assert len(texts) == 5000 and len(hexes) == 5000
+    for text in list(texts)[:50]:
+        assert uuid.UUID(text).version == 4 and str(uuid.UUID(text)) == text
+    assert all(len(h) == 32 and int(h, 16) >= 0 for h in hexes)
+    # A forked child draws its own ids: two daemons forked from one parent
+    # must not send the same ones.
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, unique_ids.hex().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.close(write)
+    assert child[:20] != unique_ids.hex()[:20]
 
 
 def test_reply_and_heartbeat_messages():
