@@ -53,6 +53,18 @@ class ClaimFailed(NovaSchedException):
     msg_fmt = "Claim on %(host)s/%(node)s failed: not enough free resources"
 
 
+class AlreadyRecorded(NovaSchedException):
+    """A request taken as seen for the first time had been recorded before.
+
+    Its one instance already has a row: the request was delivered again,
+    published twice, or resumed after the database went away. Nothing of
+    the claim that found out was written; the request takes the general way,
+    which reads where the instance stands.
+    """
+
+    msg_fmt = "Instance %(uuid)s was recorded by an earlier handling of its request"
+
+
 class AlreadyPlaced(NovaSchedException):
     """Another handler of the same request placed the instance meanwhile.
 

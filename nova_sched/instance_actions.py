@@ -47,6 +47,11 @@ class EventReporter:
                 event_start(self.ctxt, self.event, self.host, self.action))
         return self
 
+    def adopt(self, instance_uuid: str, event_id: int) -> None:
+        """The instance's event was started by another transaction (the
+        claim that recorded a new request): finish it as the others."""
+        self._event_ids[instance_uuid] = event_id
+
     def finish_on_cast(self, instance_uuid: str) -> dict[int, tuple[str, None]]:
         """The instance's event as finished with Success, for the caller to
         record with its cast (``db.instances.mark_cast``); not again on exit."""

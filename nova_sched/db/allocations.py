@@ -21,10 +21,12 @@ import uuid as uuid_lib
 from typing import Any, Iterable, Mapping
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 
 from nova_sched import capacity, exception
 from nova_sched.capacity import DISK, RAM, RESOURCES, VCPU
 from nova_sched.db import api as db_api
+from nova_sched.db import instances as db_instances
 from nova_sched.db import models
 
 _ALLOC = models.Allocation.__table__
@@ -109,7 +111,8 @@ _SET_PLACEMENT_FROM = _SET_PLACEMENT.where(_INSTANCES.c.host == sa.bindparam("b_
 
 def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           disk_mb: int, ratios: Mapping[str, float],
-          placement: tuple[str, str, int, str | None] | None = None) -> None:
+          placement: tuple[str, str, int, str | None] | None = None,
+          new: db_instances.NewRequest | None = None) -> None:
     """Take the resources on the node or raise ClaimFailed.
 
     ``ratios`` maps each resource's name to the allocation ratio the
@@ -121,20 +124,36 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
     delivered twice, or a retry whose release was lost) is replaced in the
     same transaction.
 
+    With ``new`` as well (a request seen for the first time, whose
+    instance has no row yet) the request's rows are written, already
+    placed, in this same transaction (``db.instances.record_placed``), and
+    AlreadyRecorded is raised, with nothing written, when the instance has
+    a row after all.
+
     Safe to run again when its COMMIT's outcome was lost (a database node
     died under it): the second run finds the row the first one wrote and
-    does nothing more.
+    does nothing more (with ``new``: finds the instance's row, and raises
+    AlreadyRecorded for the caller to take the request's general way).
     """
     _claim(uuid_lib.uuid4().hex, instance_uuid, node_id, memory_mb, vcpus,
-           disk_mb, ratios, placement)
+           disk_mb, ratios, placement, new)
 
 
 @db_api.retry_on_disconnect
 def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
            vcpus: int, disk_mb: int, ratios: Mapping[str, float],
-           placement: tuple[str, str, int, str | None] | None) -> None:
+           placement: tuple[str, str, int, str | None] | None,
+           new: db_instances.NewRequest | None = None) -> None:
     now = db_api.utcnow()
     with db_api.transaction() as conn:
+        if new is not None and placement is not None:
+            try:
+                # First, so that a request recorded before costs nothing
+                # more; leaving the block by the exception rolls back all.
+                db_instances.record_placed(conn, new, placement[0], placement[1],
+                                           placement[2], now)
+            except sa_exc.IntegrityError:
+                raise exception.AlreadyRecorded(uuid=instance_uuid) from None
         previous = conn.execute(_ALLOCATIONS_OF_ONE, {"uuid": instance_uuid}).all()
         if any(row.claim_token == token for row in previous):
             return  # this very call committed before its answer was lost
@@ -155,7 +174,7 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             "memory_mb": memory_mb, "vcpus": vcpus, "disk_mb": disk_mb,
             "created_at": now, "claim_token": token,
         })
-        if placement is not None:
+        if placement is not None and new is None:
             host, node, launch_index, previous = placement
             values = {"b_uuid": instance_uuid, "b_host": host, "b_node": node,
                       "b_now": now, "b_index": launch_index}

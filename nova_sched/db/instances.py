@@ -66,6 +66,10 @@ _FINISH_ACTION_OF_EVENT = (
 _MARK_CAST = (
     sa.update(_INSTANCES).where(_INSTANCES.c.uuid == sa.bindparam("b_uuid"))
     .values(cast_at=sa.bindparam("b_now"), updated_at=sa.bindparam("b_now")))
+_INSERT_INSTANCE = _INSTANCES.insert()
+_INSERT_REQUEST = _REQUESTS.insert()
+_INSERT_ACTION = _ACTIONS.insert()
+_INSERT_EVENT = _EVENTS.insert()
 _STANDING = (
     sa.select(_INSTANCES.c.uuid, _INSTANCES.c.host, _INSTANCES.c.node,
               _INSTANCES.c.vm_state, _INSTANCES.c.cast_at)
@@ -159,8 +163,18 @@ def _insert_instances(conn, new: list[str], uuids: list[str], props: dict,
     """Rows for the instances ``new`` of the request naming ``uuids``."""
     if not new:
         return
+    common = _new_row(props, sizes, now)
+    wanted = set(new)
+    conn.execute(_INSERT_INSTANCE, [dict(common, uuid=uuid, launch_index=index)
+                                    for index, uuid in enumerate(uuids)
+                                    if uuid in wanted])
+
+
+def _new_row(props: dict, sizes: dict[str, int] | None, now) -> dict:
+    """An instance's row as a request first records it, less its uuid and
+    launch index: building, scheduling, nowhere yet."""
     sizes = sizes or {}
-    common = {
+    row = {
         "vm_state": "building",
         "task_state": "scheduling",
         "project_id": _str(props.get("project_id")),
@@ -170,17 +184,45 @@ def _insert_instances(conn, new: list[str], uuids: list[str], props: dict,
         "updated_at": now,
     }
     for key in ("memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap"):
-        common[key] = sizes.get(key, _size(props, key))
-    wanted = set(new)
-    conn.execute(_INSTANCES.insert(), [dict(common, uuid=uuid, launch_index=index)
-                                       for index, uuid in enumerate(uuids)
-                                       if uuid in wanted])
+        row[key] = sizes.get(key, _size(props, key))
+    return row
 
 
 def _insert_requests(conn, uuids: list[str], request: StoredRequest, now) -> None:
     if uuids:
-        conn.execute(_REQUESTS.insert(), [
+        conn.execute(_INSERT_REQUEST, [
             dict(request.to_row(), instance_uuid=u, created_at=now) for u in uuids])
+
+
+@dataclasses.dataclass
+class NewRequest:
+    """A boot request of one instance seen for the first time, recorded by
+    the transaction that claims the instance's node (``db.allocations.claim``)
+    instead of one of its own: the instance's row, already placed, its
+    stored request, its action and its event started as of ``began``.
+    ``event_id`` is set once they are written."""
+
+    uuid: str
+    props: dict
+    sizes: dict[str, int]
+    request: StoredRequest
+    start: "EventStart"
+    began: dt.datetime
+    event_id: int | None = None
+
+
+def record_placed(conn, new: NewRequest, host: str, node: str, launch_index: int,
+                  now: dt.datetime) -> None:
+    """Write ``new``'s rows, placed on ``host``/``node``, in the caller's
+    transaction. IntegrityError when the instance has a row already (the
+    request was recorded before: delivered again, or published twice); the
+    caller's transaction then rolls back whole."""
+    row = _new_row(new.props, new.sizes, new.began)
+    row.update(uuid=new.uuid, launch_index=launch_index, host=host, node=node,
+               scheduled_at=now, updated_at=now)
+    conn.execute(_INSERT_INSTANCE, row)
+    _insert_requests(conn, [new.uuid], new.request, new.began)
+    new.event_id = _start_new_events(conn, [new.uuid], new.start, new.began)[new.uuid]
 
 
 @db_api.retry_on_disconnect
@@ -494,7 +536,7 @@ def _start_events(conn, uuids: list[str], start: EventStart, now) -> dict[str, i
     for uuid, action_id in action_ids.items():
         event_id = open_events.get(action_id)
         if event_id is None:
-            event_id = conn.execute(_EVENTS.insert(), {
+            event_id = conn.execute(_INSERT_EVENT, {
                 "action_id": action_id, "event": start.event,
                 "start_time": now, "host": start.host}).inserted_primary_key[0]
         event_ids[uuid] = event_id
@@ -505,12 +547,12 @@ def _start_new_events(conn, uuids: list[str], start: EventStart, now) -> dict[st
     """``_start_events`` for instances that have no action yet."""
     event_ids: dict[str, int] = {}
     for uuid in uuids:
-        action_id = conn.execute(_ACTIONS.insert(), {
+        action_id = conn.execute(_INSERT_ACTION, {
             "action": start.action, "instance_uuid": uuid,
             "request_id": start.request_id, "user_id": _str(start.user_id),
             "project_id": _str(start.project_id), "start_time": now,
         }).inserted_primary_key[0]
-        event_ids[uuid] = conn.execute(_EVENTS.insert(), {
+        event_ids[uuid] = conn.execute(_INSERT_EVENT, {
             "action_id": action_id, "event": start.event, "start_time": now,
             "host": start.host}).inserted_primary_key[0]
     return event_ids

@@ -143,18 +143,73 @@ class SchedulerManager:
             spec.raw, spec.filter_properties, boot.requested_networks,
             boot.is_first_time, boot.legacy_bdm_in_spec,
             needs_secrets=bool(boot.admin_password or boot.injected_files))
-        started = None
+        announced = False
         if retry.is_reschedule(spec):
             db_instances.ensure_instances(spec.instance_uuids,
                                           spec.instance_properties, sizes,
                                           request=stored)
             # Instances the compute node gave back are released first.
-            standing = self.cycle.standing(spec)
-        else:
-            # One transaction records the request and starts its events.
-            standing, started = db_instances.begin_request(
-                spec.instance_uuids, spec.instance_properties, sizes, stored,
-                event_start(context, "schedule", self.host))
+            return self._place_recorded(context, spec, boot, self.cycle.standing(spec))
+        if len(spec.instance_uuids) == 1 and self.cycle.claims.records_new_requests:
+            new = db_instances.NewRequest(
+                spec.instance_uuids[0], spec.instance_properties, sizes, stored,
+                event_start(context, "schedule", self.host), db_api.utcnow())
+            try:
+                return self._place_new(context, spec, boot, new)
+            except exception.AlreadyRecorded:
+                LOG.info("Request %s for instance %s was recorded before (delivered "
+                         "again, or published twice); reading where it stands",
+                         context.request_id, new.uuid)
+                announced = True
+        # One transaction records the request and starts its events.
+        standing, started = db_instances.begin_request(
+            spec.instance_uuids, spec.instance_properties, sizes, stored,
+            event_start(context, "schedule", self.host))
+        return self._place_recorded(context, spec, boot, standing, started, announced)
+
+    def _place_new(self, context, spec: request.RequestSpec, boot: BootArgs,
+                   new: db_instances.NewRequest) -> str:
+        """A boot of one instance seen for the first time, most boots: its
+        rows are written by the transaction that claims its node, one where
+        the general way takes two. AlreadyRecorded when it had rows after
+        all, before anything is cast."""
+        result = "ok"
+        with EventReporter(context, "schedule", [new.uuid], self.host,
+                           started={}) as events:
+            self.notifier.run_instance_start(context, spec.raw)
+            for outcome in self.cycle.schedule(context, spec, boot, standing={},
+                                               events=events, new_request=new):
+                if outcome.error is None:
+                    continue
+                if new.event_id is None and not self._record_failed(new, events):
+                    result = "duplicate"
+                    continue
+                result = outcome_of(outcome.error)
+                self._fail(context, spec, outcome, events)
+            self.notifier.run_instance_end(context, spec.raw)
+        return result
+
+    def _record_failed(self, new: db_instances.NewRequest, events: EventReporter) -> bool:
+        """A new request failed before its claim wrote its rows: write them
+        now, as the general way would have, to hold the failure. False when
+        they show another handler has the instance (the request was
+        published twice): its failure is then not ours to record."""
+        standing, started = db_instances.begin_request(
+            [new.uuid], new.props, new.sizes, new.request, new.start)
+        where = standing.get(new.uuid)
+        if where is not None and (where.host is not None or where.handled):
+            LOG.info("Instance %s was placed meanwhile by another handler of its "
+                     "request (it was published twice); leaving it to that one",
+                     new.uuid)
+            return False
+        events.adopt(new.uuid, started[new.uuid])
+        return True
+
+    def _place_recorded(self, context, spec: request.RequestSpec, boot: BootArgs,
+                        standing: dict, started: dict | None = None,
+                        announced: bool = False) -> str:
+        """A request whose instances have rows: place those not handled yet.
+        ``announced``: its start notification went out already."""
         pending = db_instances.to_place(spec.instance_uuids, standing)
         if not pending:
             # Delivered again after the daemon that handled it died before
@@ -165,7 +220,8 @@ class SchedulerManager:
         failures = set()
         with EventReporter(context, "schedule", pending, self.host,
                            started=started) as events:
-            self.notifier.run_instance_start(context, spec.raw)
+            if not announced:
+                self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot,
                                                standing=standing, events=events):
                 if outcome.error is not None:

@@ -13,6 +13,7 @@ import dataclasses
 from typing import Mapping, Protocol
 
 from nova_sched.capacity import RESOURCES
+from nova_sched.db.instances import NewRequest
 from nova_sched.scheduler.cloud import resources
 
 
@@ -61,16 +62,26 @@ class Placement:
     decision began (None: nowhere yet). The record is changed only if it
     still says so; otherwise another handler of the same request placed
     it meanwhile, and the claim fails with AlreadyPlaced.
+
+    ``new_request``: the instance has no record yet (its request is seen
+    for the first time); a store that ``records_new_requests`` writes it,
+    placed, with the claim, and raises AlreadyRecorded if it exists after
+    all.
     """
 
     host: str
     node: str
     launch_index: int
     previous_host: str | None = None
+    new_request: NewRequest | None = None
 
 
 class ClaimStore(Protocol):
     """Where claims are kept."""
+
+    #: Whether ``claim`` writes a ``Placement``'s ``new_request`` in the
+    #: claim's own transaction (the scheduler's database holds both).
+    records_new_requests: bool
 
     def claim(self, claim: Claim, placement: Placement | None = None) -> None:
         """Take the claim (ClaimFailed when the node cannot hold it)."""

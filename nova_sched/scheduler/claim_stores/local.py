@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from nova_sched.db import allocations as db_allocations
 from nova_sched.scheduler.claim_stores.base import Claim, Placement
 
@@ -11,11 +9,16 @@ from nova_sched.scheduler.claim_stores.base import Claim, Placement
 class DatabaseClaims:
     """The ``local`` claim store: ``db.allocations`` judges and records."""
 
+    records_new_requests = True
+
     def claim(self, claim: Claim, placement: Placement | None = None) -> None:
         db_allocations.claim(
             claim.instance_uuid, claim.node_id, claim.memory_mb, claim.vcpus,
             claim.disk_mb, claim.ratio_of_each(),
-            None if placement is None else dataclasses.astuple(placement))
+            None if placement is None else (placement.host, placement.node,
+                                            placement.launch_index,
+                                            placement.previous_host),
+            new=None if placement is None else placement.new_request)
 
     def release(self, instance_uuids: list[str]) -> list[int]:
         return db_allocations.release(instance_uuids)

@@ -46,6 +46,9 @@ class PlacementClaims:
     id as the host table knows them (None for a provider it does not know).
     """
 
+    # Placement holds the claims, the scheduler's database the instances.
+    records_new_requests = False
+
     def __init__(self, client: PlacementClient,
                  provider_host: Callable[[str], tuple[str, int] | None]):
         self.client = client

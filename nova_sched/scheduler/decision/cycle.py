@@ -125,7 +125,8 @@ class SchedulingCycle:
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
                  alternates: int = 0, standing: dict | None = None,
-                 events=None) -> Iterator[Outcome]:
+                 events=None, new_request: db_instances.NewRequest | None = None
+                 ) -> Iterator[Outcome]:
         """Place each instance of the request in turn; one Outcome each.
 
         With ``boot`` each placement is recorded and cast to its node (a
@@ -136,7 +137,10 @@ class SchedulingCycle:
         propagates: the whole request must wait for the database.
         ``standing`` is ``standing(spec)`` when the caller has it already;
         ``events`` (an EventReporter) has each instance's event finished
-        with the record of its cast, in one transaction.
+        with the record of its cast, in one transaction. ``new_request``:
+        a single-instance boot seen for the first time, not recorded yet;
+        the claim records it (``records_new_requests``), and AlreadyRecorded
+        propagates if it was recorded after all.
         """
         group = server_groups.resolve(spec, record=True)
         if standing is None:
@@ -160,13 +164,14 @@ class SchedulingCycle:
                         continue
                 yield Outcome(uuid, self._place(
                     context, spec, group, uuid, index, boot, alternates, events,
-                    previous_host=where.host if where is not None else None))
+                    previous_host=where.host if where is not None else None,
+                    new_request=new_request))
             except exception.AlreadyPlaced:
                 LOG.info("Instance %s was placed meanwhile by another handler of "
                          "this request (it was published twice); leaving it to "
                          "that one", uuid)
                 yield Outcome(uuid)
-            except exception.DatabaseUnavailable:
+            except (exception.DatabaseUnavailable, exception.AlreadyRecorded):
                 raise
             except Exception as err:
                 if isinstance(err, exception.NoValidHost):
@@ -218,17 +223,21 @@ class SchedulingCycle:
     # -- one instance -------------------------------------------------------
     def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
                boot: BootArgs | None, alternates: int, events=None,
-               previous_host: str | None = None) -> list[Selection]:
+               previous_host: str | None = None,
+               new_request: db_instances.NewRequest | None = None) -> list[Selection]:
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
         timing = _Timing()
         try:
             selections = self._claim_best(spec, group, uuid, placement_index,
-                                          alternates, previous_host, timing)
+                                          alternates, previous_host, timing, new_request)
         finally:
             self.stats.record(timing.decision, timing.claim)
             self.metrics.decided(timing.decision, timing.claim)
+        if new_request is not None and events is not None:
+            # Its event was started by the claim's transaction.
+            events.adopt(uuid, new_request.event_id)
         if boot is not None:
             try:
                 self._cast(context, spec, uuid, index, selections[0], boot)
@@ -316,7 +325,9 @@ class SchedulingCycle:
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates,
                     previous_host: str | None = None,
-                    timing: _Timing | None = None) -> list[Selection]:
+                    timing: _Timing | None = None,
+                    new_request: db_instances.NewRequest | None = None
+                    ) -> list[Selection]:
         """Step 4: take the best node in memory, then claim it in the database.
 
         As kube-scheduler "assumes" a pod before binding it, the decision
@@ -359,7 +370,8 @@ class SchedulingCycle:
                     # instance sees it, as nova does.
                     return [chosen] + rest
             placement = None if placement_index is None else Placement(
-                chosen.host, chosen.nodename, placement_index, previous_host)
+                chosen.host, chosen.nodename, placement_index, previous_host,
+                new_request)
             try:
                 with timing.claiming():
                     self.claims.claim(claim, placement)

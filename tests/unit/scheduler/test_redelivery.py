@@ -258,3 +258,113 @@ def test_a_redelivered_request_runs_alone():
         thread.join(5)
     assert log == ["first start", "first end", "solo start", "solo end",
                    "later start", "later end"]
+
+
+# -- a boot of one instance seen for the first time ---------------------------
+def _commits(manager, ctxt, spec):
+    """Run ``spec`` once; the write transactions it committed."""
+    engine = db_api.get_engine()
+    commits = []
+
+    def count(_conn):
+        commits.append(1)
+
+    sa.event.listen(engine, "commit", count)
+    try:
+        _run(manager, ctxt, spec)
+    finally:
+        sa.event.remove(engine, "commit", count)
+    return len(commits)
+
+
+def _actions(uuid):
+    with db_api.session_scope() as s:
+        return s.execute(sa.select(models.InstanceAction.action,
+                                   models.InstanceAction.finish_time).where(
+            models.InstanceAction.instance_uuid == uuid)).all()
+
+
+def _start_notifications(manager):
+    return [e for e in manager.notifier._notifier.events
+            if e[1] == "scheduler.run_instance.start"]
+
+
+def test_a_new_boot_is_recorded_by_its_claim(manager, ctxt):
+    """Its row, stored request, action and event are written by the claim's
+    transaction: two commits for the whole boot (claim, cast), where a
+    request whose instance has a row takes three."""
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+
+    assert _commits(manager, ctxt, spec) == 2
+
+    (cast,) = manager.cycle.compute_api.casts
+    row = _instance(uuid)
+    assert (row.host, row.node, row.launch_index) == (cast["host"], cast["node"], 0)
+    assert row.scheduled_at is not None and row.cast_at is not None
+    assert row.vm_state == "building" and row.memory_mb == 1024
+    assert db_instances.stored_request(uuid).request_spec["instance_uuids"] == [uuid]
+    assert _schedule_events(uuid) == ["Success"]
+    (action,) = _actions(uuid)
+    assert action.action == "create" and action.finish_time is not None
+    assert len(_allocations(uuid)) == 1 and _claimed(cast["host"]) == 1024
+
+    # The same boot for an instance recorded before (the general way).
+    again = boot_request(memory_mb=1024)
+    db_instances.ensure_instances(again["instance_uuids"], again["instance_properties"])
+    assert _commits(manager, ctxt, again) == 3
+
+
+def test_a_new_boot_that_fits_nowhere_is_recorded_in_error(manager, ctxt):
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=65536)
+    uuid = spec["instance_uuids"][0]
+
+    _run(manager, ctxt, spec)
+
+    assert manager.cycle.compute_api.casts == []
+    assert _instance(uuid).vm_state == "error"
+    (fault,) = _faults(uuid)
+    assert "RamFilter removed 2" in fault
+    assert _schedule_events(uuid) == ["Error"]
+    assert db_instances.stored_request(uuid) is not None
+    assert _allocations(uuid) == []
+
+
+def test_a_new_boot_recorded_before_takes_the_general_way(manager, ctxt):
+    """Taken as new, found recorded by its claim (resumed after the database
+    went away, or published twice): nothing of that claim stays, it is placed
+    once, and its start is announced once."""
+    _two_hosts(manager, ctxt)
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    db_instances.ensure_instances([uuid], spec["instance_properties"])
+
+    _run(manager, ctxt, spec)
+
+    (cast,) = manager.cycle.compute_api.casts
+    assert _instance(uuid).host == cast["host"]
+    assert len(_allocations(uuid)) == 1
+    assert _claimed("big") + _claimed("small") == 1024
+    assert _schedule_events(uuid) == ["Success"]
+    assert len(_start_notifications(manager)) == 1
+
+
+def test_a_copy_that_fits_nowhere_leaves_the_instance_its_twin_placed(manager, ctxt):
+    """A request published twice: the first copy fills the only node; the
+    second, taken as new, fits nowhere, and finds the instance placed when
+    it records its failure. The instance keeps its place, no fault."""
+    manager.compute_node_update(ctxt, compute_report("only", memory_mb=1024 + 512))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+
+    _run(manager, ctxt, spec)
+    _run(manager, ctxt, copy.deepcopy(spec))
+
+    assert len(manager.cycle.compute_api.casts) == 1
+    row = _instance(uuid)
+    assert row.host == "only" and row.vm_state == "building"
+    assert _faults(uuid) == []
+    assert _schedule_events(uuid) == ["Success"]
+    assert _claimed("only") == 1024
