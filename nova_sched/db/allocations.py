@@ -145,13 +145,14 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
            placement: tuple[str, str, int, str | None] | None,
            new: db_instances.NewRequest | None = None) -> None:
     now = db_api.utcnow()
+    event_id = None
     with db_api.transaction() as conn:
         if new is not None and placement is not None:
             try:
                 # First, so that a request recorded before costs nothing
                 # more; leaving the block by the exception rolls back all.
-                db_instances.record_placed(conn, new, placement[0], placement[1],
-                                           placement[2], now)
+                event_id = db_instances.record_placed(
+                    conn, new, placement[0], placement[1], placement[2], now)
             except sa_exc.IntegrityError:
                 raise exception.AlreadyRecorded(uuid=instance_uuid) from None
         previous = conn.execute(_ALLOCATIONS_OF_ONE, {"uuid": instance_uuid}).all()
@@ -186,6 +187,9 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             if placed != 1:
                 # Leaving by an exception rolls the claim back.
                 raise exception.AlreadyPlaced(uuid=instance_uuid)
+    if new is not None:
+        # Committed: the request's rows exist now (a lost claim wrote none).
+        new.event_id = event_id
 
 
 @db_api.retry_on_disconnect

@@ -200,7 +200,7 @@ class NewRequest:
     the transaction that claims the instance's node (``db.allocations.claim``)
     instead of one of its own: the instance's row, already placed, its
     stored request, its action and its event started as of ``began``.
-    ``event_id`` is set once they are written."""
+    ``event_id`` is set once they are committed."""
 
     uuid: str
     props: dict
@@ -212,17 +212,18 @@ class NewRequest:
 
 
 def record_placed(conn, new: NewRequest, host: str, node: str, launch_index: int,
-                  now: dt.datetime) -> None:
+                  now: dt.datetime) -> int:
     """Write ``new``'s rows, placed on ``host``/``node``, in the caller's
-    transaction. IntegrityError when the instance has a row already (the
-    request was recorded before: delivered again, or published twice); the
-    caller's transaction then rolls back whole."""
+    transaction; the id of its event, for the caller to set in ``new`` once
+    the transaction commits. IntegrityError when the instance has a row
+    already (the request was recorded before: delivered again, or published
+    twice); the caller's transaction then rolls back whole."""
     row = _new_row(new.props, new.sizes, new.began)
     row.update(uuid=new.uuid, launch_index=launch_index, host=host, node=node,
                scheduled_at=now, updated_at=now)
     conn.execute(_INSERT_INSTANCE, row)
     _insert_requests(conn, [new.uuid], new.request, new.began)
-    new.event_id = _start_new_events(conn, [new.uuid], new.start, new.began)[new.uuid]
+    return _start_new_events(conn, [new.uuid], new.start, new.began)[new.uuid]
 
 
 @db_api.retry_on_disconnect

@@ -10,6 +10,7 @@ already placed again.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import sqlalchemy as sa
 
@@ -368,3 +369,31 @@ def test_a_copy_that_fits_nowhere_leaves_the_instance_its_twin_placed(manager, c
     assert _faults(uuid) == []
     assert _schedule_events(uuid) == ["Success"]
     assert _claimed("only") == 1024
+
+
+def test_a_new_boot_whose_claim_is_lost_and_then_fits_nowhere_is_in_error(manager, ctxt):
+    """The claim that would have recorded it lost the node to another
+    scheduler (its rows rolled back with it); deciding again finds nothing:
+    the failure is recorded on rows written then."""
+    # Room for one such instance (1.5 x 1024 MB), not two.
+    manager.compute_node_update(ctxt, compute_report("only", memory_mb=1024))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    store = manager.cycle.claims
+    real_claim = store.claim
+
+    def another_scheduler_first(claim, placement=None):
+        if claim.instance_uuid == uuid and _claimed("only") == 0:
+            real_claim(dataclasses.replace(claim, instance_uuid="other-scheduler-vm"))
+        return real_claim(claim, placement)
+
+    store.claim = another_scheduler_first
+    _run(manager, ctxt, spec)
+
+    assert manager.cycle.compute_api.casts == []
+    row = _instance(uuid)
+    assert row is not None and row.vm_state == "error" and row.host is None
+    (fault,) = _faults(uuid)
+    assert "1 claims lost to concurrent schedulers" in fault
+    assert _schedule_events(uuid) == ["Error"]
+    assert _allocations(uuid) == []
