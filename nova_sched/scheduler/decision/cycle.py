@@ -23,7 +23,6 @@ weighing. They share ``schedule`` (the loop over a request's instances) and
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import logging
 import threading
@@ -406,8 +405,11 @@ class SchedulingCycle:
         fprops = spec.filter_properties
         retry.record_host(fprops, chosen.host, chosen.nodename)
         fprops["limits"] = chosen.limits
-        request_spec = copy.deepcopy(spec.raw)
-        request_spec.setdefault("instance_properties", {})["launch_index"] = index
+        # The request's spec with this instance's launch index; what is not
+        # changed is shared with the request (nothing changes it after).
+        request_spec = dict(spec.raw)
+        request_spec["instance_properties"] = dict(
+            spec.raw.get("instance_properties") or {}, launch_index=index)
         instance = dict(spec.instance_properties)
         instance.update(
             uuid=uuid, host=chosen.host, node=chosen.nodename,

@@ -56,6 +56,11 @@ def test_run_instance_places_claims_casts_and_records(manager, ctxt):
     assert first["filter_properties"]["limits"]["memory_mb"] == 8192 * 1.5
     assert first["admin_password"] == "s3cret-pw"  # the compute node needs it
     assert [c["instance"]["launch_index"] for c in casts] == [0, 1]
+    # Each cast's spec names its own instance's launch index; the request's
+    # own is left as it came.
+    assert [c["request_spec"]["instance_properties"]["launch_index"]
+            for c in casts] == [0, 1]
+    assert "launch_index" not in spec["instance_properties"]
     for uuid, host in zip(spec["instance_uuids"], ("c2", "c1")):
         row = _instance(uuid)
         assert (row.host, row.node, row.vm_state) == (host, host, "building")
