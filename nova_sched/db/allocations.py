@@ -28,6 +28,7 @@ from nova_sched.capacity import DISK, RAM, RESOURCES, VCPU
 from nova_sched.db import api as db_api
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
+from nova_sched.db.driver_sql import execute
 
 _ALLOC = models.Allocation.__table__
 _NODES = models.ComputeNode.__table__
@@ -165,12 +166,12 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             "req_disk": disk_mb, "stamp": db_api.now_us(),
         }
         params.update({f"{name}_ratio": float(value) for name, value in ratios.items()})
-        if conn.execute(_CLAIM, params).rowcount != 1:
+        if execute(conn, _CLAIM, params).rowcount != 1:
             # Leaving the block by an exception rolls the release back too.
             raise exception.ClaimFailed(
                 f"claim for {instance_uuid} on compute node {node_id} failed: "
                 "not enough free resources")
-        conn.execute(_INSERT_ALLOCATION, {
+        execute(conn, _INSERT_ALLOCATION, {
             "instance_uuid": instance_uuid, "compute_node_id": node_id,
             "memory_mb": memory_mb, "vcpus": vcpus, "disk_mb": disk_mb,
             "created_at": now, "claim_token": token,
@@ -180,10 +181,10 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             values = {"b_uuid": instance_uuid, "b_host": host, "b_node": node,
                       "b_now": now, "b_index": launch_index}
             if previous is None:
-                placed = conn.execute(_SET_FIRST_PLACEMENT, values).rowcount
+                placed = execute(conn, _SET_FIRST_PLACEMENT, values).rowcount
             else:
-                placed = conn.execute(_SET_PLACEMENT_FROM,
-                                      dict(values, b_prev=previous)).rowcount
+                placed = execute(conn, _SET_PLACEMENT_FROM,
+                                 dict(values, b_prev=previous)).rowcount
             if placed != 1:
                 # Leaving by an exception rolls the claim back.
                 raise exception.AlreadyPlaced(uuid=instance_uuid)

@@ -9,7 +9,7 @@ from sqlalchemy import exc as sa_exc
 
 from nova_sched.db import api as db_api
 from nova_sched.db import models
-from nova_sched.db.executemany import execute_many
+from nova_sched.db.driver_sql import execute_many
 
 COMPUTE_BINARY = "nova-compute"
 

@@ -17,6 +17,7 @@ from sqlalchemy import exc as sa_exc
 
 from nova_sched.db import api as db_api
 from nova_sched.db import models
+from nova_sched.db.driver_sql import execute, execute_many, insert_id
 
 # Fault messages and event tracebacks are Text; keep them bounded so a
 # pathological exception cannot bloat the database.
@@ -39,7 +40,8 @@ _ACTIONS = models.InstanceAction.__table__
 _EVENTS = models.InstanceActionEvent.__table__
 
 # Statements of the per-instance hot path, built once: composing them per
-# call cost more than running them.
+# call cost more than running them; the writes run as the driver's SQL
+# (``driver_sql``).
 _UUIDS_PRESENT = sa.select(_INSTANCES.c.uuid).where(
     _INSTANCES.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
 _ACTIONS_OF = (
@@ -165,9 +167,9 @@ def _insert_instances(conn, new: list[str], uuids: list[str], props: dict,
         return
     common = _new_row(props, sizes, now)
     wanted = set(new)
-    conn.execute(_INSERT_INSTANCE, [dict(common, uuid=uuid, launch_index=index)
-                                    for index, uuid in enumerate(uuids)
-                                    if uuid in wanted])
+    execute_many(conn, _INSERT_INSTANCE, [dict(common, uuid=uuid, launch_index=index)
+                                          for index, uuid in enumerate(uuids)
+                                          if uuid in wanted])
 
 
 def _new_row(props: dict, sizes: dict[str, int] | None, now) -> dict:
@@ -190,7 +192,7 @@ def _new_row(props: dict, sizes: dict[str, int] | None, now) -> dict:
 
 def _insert_requests(conn, uuids: list[str], request: StoredRequest, now) -> None:
     if uuids:
-        conn.execute(_INSERT_REQUEST, [
+        execute_many(conn, _INSERT_REQUEST, [
             dict(request.to_row(), instance_uuid=u, created_at=now) for u in uuids])
 
 
@@ -221,7 +223,7 @@ def record_placed(conn, new: NewRequest, host: str, node: str, launch_index: int
     row = _new_row(new.props, new.sizes, new.began)
     row.update(uuid=new.uuid, launch_index=launch_index, host=host, node=node,
                scheduled_at=now, updated_at=now)
-    conn.execute(_INSERT_INSTANCE, row)
+    execute(conn, _INSERT_INSTANCE, row)
     _insert_requests(conn, [new.uuid], new.request, new.began)
     return _start_new_events(conn, [new.uuid], new.start, new.began)[new.uuid]
 
@@ -279,7 +281,7 @@ def mark_cast(uuid: str, finished: dict[int, tuple[str, str | None]] | None = No
     """
     now = db_api.utcnow()
     with db_api.transaction() as conn:
-        conn.execute(_MARK_CAST, {"b_uuid": uuid, "b_now": now})
+        execute(conn, _MARK_CAST, {"b_uuid": uuid, "b_now": now})
         if finished:
             _finish_events(conn, finished, now)
 
@@ -537,9 +539,9 @@ def _start_events(conn, uuids: list[str], start: EventStart, now) -> dict[str, i
     for uuid, action_id in action_ids.items():
         event_id = open_events.get(action_id)
         if event_id is None:
-            event_id = conn.execute(_INSERT_EVENT, {
+            event_id = insert_id(conn, _INSERT_EVENT, {
                 "action_id": action_id, "event": start.event,
-                "start_time": now, "host": start.host}).inserted_primary_key[0]
+                "start_time": now, "host": start.host})
         event_ids[uuid] = event_id
     return event_ids
 
@@ -548,14 +550,14 @@ def _start_new_events(conn, uuids: list[str], start: EventStart, now) -> dict[st
     """``_start_events`` for instances that have no action yet."""
     event_ids: dict[str, int] = {}
     for uuid in uuids:
-        action_id = conn.execute(_INSERT_ACTION, {
+        action_id = insert_id(conn, _INSERT_ACTION, {
             "action": start.action, "instance_uuid": uuid,
             "request_id": start.request_id, "user_id": _str(start.user_id),
             "project_id": _str(start.project_id), "start_time": now,
-        }).inserted_primary_key[0]
-        event_ids[uuid] = conn.execute(_INSERT_EVENT, {
+        })
+        event_ids[uuid] = insert_id(conn, _INSERT_EVENT, {
             "action_id": action_id, "event": start.event, "start_time": now,
-            "host": start.host}).inserted_primary_key[0]
+            "host": start.host})
     return event_ids
 
 
@@ -569,11 +571,11 @@ def finish_events(results: dict[int, tuple[str, str | None]]) -> None:
 
 
 def _finish_events(conn, results: dict[int, tuple[str, str | None]], now) -> None:
-    conn.execute(_FINISH_EVENT, [
+    execute_many(conn, _FINISH_EVENT, [
         {"b_id": event_id, "b_now": now, "b_result": result,
          "b_trace": trace[:_MAX_TEXT] if trace else None}
         for event_id, (result, trace) in results.items()])
-    conn.execute(_FINISH_ACTION_OF_EVENT, [
+    execute_many(conn, _FINISH_ACTION_OF_EVENT, [
         {"b_event": event_id, "b_now": now,
          "b_message": result if result == "Error" else None}
         for event_id, (result, _trace) in results.items()])

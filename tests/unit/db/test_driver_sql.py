@@ -1,4 +1,4 @@
-"""execute_many writes what SQLAlchemy's own executemany writes, on every backend."""
+"""The driver's SQL writes what SQLAlchemy's own execution writes, on every backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
-from nova_sched.db.executemany import execute_many
+from nova_sched.db.driver_sql import execute, execute_many, insert_id
 
 _META = sa.MetaData()
 _TABLE = sa.Table(
@@ -77,5 +77,44 @@ def test_a_missing_value_is_an_error_not_a_null(empty_engine):
             with pytest.raises(KeyError):
                 execute_many(conn, _UPDATE, [{"id": 1}], {"who": "a"},
                              {"v_id": "id", "v_size": "size"})
+    finally:
+        _META.drop_all(empty_engine)
+
+
+_SERIAL = sa.Table(
+    "em_serial", _META,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(64)),
+    sa.Column("seen", sa.DateTime),
+)
+_INSERT_SERIAL = sa.insert(_SERIAL)
+
+
+def test_one_row_as_sqlalchemy_writes_it_and_its_id(empty_engine):
+    when = dt.datetime(2026, 12, 2, 17, 40, 1, 250000)
+    _META.create_all(empty_engine)
+    try:
+        with empty_engine.begin() as conn:
+            _fill(conn)
+            # An UPDATE's rowcount counts the rows it matched, as SQLAlchemy's.
+            changed = execute(conn, _UPDATE, {"v_id": 3, "v_size": 7, "who": "a",
+                                              "when": when})
+            assert changed.rowcount == 1
+            assert execute(conn, _UPDATE, {"v_id": 99, "v_size": 7, "who": "a",
+                                           "when": when}).rowcount == 0
+            ours = _rows(conn)[2]
+            conn.execute(_UPDATE, {"v_id": 3, "v_size": 7, "who": "a", "when": when})
+            assert _rows(conn)[2] == ours
+            # Ids as the database gives them, one after the other.
+            first = insert_id(conn, _INSERT_SERIAL, {"name": "one", "seen": when})
+            second = insert_id(conn, _INSERT_SERIAL, {"name": "two", "seen": when})
+            byid = {row.id: row for row in conn.execute(sa.select(_SERIAL))}
+            assert second > first and byid[first].name == "one" and byid[second].name == "two"
+            assert byid[first].seen in (when, when.replace(microsecond=0))
+            # A duplicate key is SQLAlchemy's IntegrityError, as callers expect.
+            with pytest.raises(sa.exc.IntegrityError):
+                execute(conn, sa.insert(_TABLE), {"id": 3, "name": "again", "size": 0,
+                                                  "flag": False, "seen": when,
+                                                  "owner": "a"})
     finally:
         _META.drop_all(empty_engine)
