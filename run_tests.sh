@@ -50,11 +50,11 @@ export NOVA_SCHED_NOVA_VENV="${NOVA_SCHED_NOVA_VENV:-$HOME/.cache/nova-sched/nov
 tools/nova_venv.sh "$NOVA_SCHED_NOVA_VERSION" "$NOVA_SCHED_NOVA_VENV" \
     "openstack-placement==$NOVA_SCHED_PLACEMENT_VERSION" PyMySQL
 
-# The topic consumer is tested with both ends of the releases pyproject.toml
-# allows of oslo.messaging, kombu and amqp: the newest are what the run
-# below has installed; the oldest (each one's lower bound) get a venv of
-# their own, made again whenever pyproject.toml changes, where the
-# consumer's tests run first.
+# The topic consumer and the publisher are tested with both ends of the
+# releases pyproject.toml allows of oslo.messaging, kombu and amqp: the
+# newest are what the run below has installed; the oldest (each one's lower
+# bound) get a venv of their own, made again whenever pyproject.toml
+# changes, where their tests run first.
 oldest_pins=$(python3 -c 'import re; print(" ".join("%s==%s" % m for m in re.findall(
     r"\"(oslo\.messaging|kombu|amqp)>=([0-9.]+)", open("pyproject.toml").read())))')
 OLDEST_VENV="$HOME/.cache/nova-sched/oldest-messaging-venv"
@@ -69,9 +69,10 @@ if [ "$(cat "$OLDEST_VENV/.made-for" 2>/dev/null)" != "$oldest_key" ]; then
 fi
 # This checkout, wherever it is (the venv may have been made from another).
 "$OLDEST_VENV/bin/python" -m pip install -q --no-deps -e . </dev/null
-echo "run_tests: the topic consumer with $oldest_pins" >&2
+echo "run_tests: the topic consumer and the publisher with $oldest_pins" >&2
 "$OLDEST_VENV/bin/python" -m pytest -q -p no:cacheprovider \
     tests/unit/scheduler/test_topic_consumer.py \
-    tests/unit/scheduler/test_pyamqp_adapter.py tests/functional/test_topic_consumer.py
+    tests/unit/scheduler/test_pyamqp_adapter.py tests/functional/test_topic_consumer.py \
+    tests/unit/scheduler/test_publisher.py tests/functional/test_publisher_confirms.py
 
 exec python3 -m pytest -q "$@"

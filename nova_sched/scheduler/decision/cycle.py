@@ -417,7 +417,7 @@ class SchedulingCycle:
             memory_mb=spec.memory_mb, vcpus=spec.vcpus, root_gb=spec.root_gb,
             ephemeral_gb=spec.ephemeral_gb, swap=spec.swap)
         self.notifier.run_instance_scheduled(context, request_spec, chosen.host,
-                                             chosen.weight, uuid)
+                                             chosen.weight, uuid, base=spec.raw)
         self.compute_api.run_instance(
             context, instance=instance, host=chosen.host,
             request_spec=request_spec, filter_properties=fprops,

@@ -163,14 +163,16 @@ class RabbitSettings:
                                          if len(url.hosts) == 1 else None)
         return params or True
 
-    def connection(self, name: str) -> kombu.Connection:
+    def connection(self, name: str, confirm_each: bool = True) -> kombu.Connection:
         """A new connection (not yet open) to the transport URL's nodes;
-        ``name`` shows in the broker's list of connections."""
+        ``name`` shows in the broker's list of connections. Each publish on
+        it waits for the broker's confirm, unless ``confirm_each`` is False
+        (the caller puts its channel in confirm mode and reads them)."""
         if self.in_memory:
             options: dict[str, Any] = {"polling_interval": _MEMORY_POLL}
         else:
             options = {
-                "confirm_publish": True,
+                "confirm_publish": confirm_each,
                 "client_properties": {
                     "capabilities": {"authentication_failure_close": True,
                                      "connection.blocked": True,

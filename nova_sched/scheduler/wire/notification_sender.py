@@ -39,7 +39,7 @@ import oslo_messaging as messaging
 from oslo_utils import timeutils
 
 from nova_sched.publish_watch import PublishWatch
-from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
+from nova_sched.scheduler.wire.publisher import Outgoing, Publisher, envelope, speaks
 from nova_sched.scheduler.wire.rpc_envelope import unique_ids
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ _QUEUE_SIZE = 1000
 # Seconds stop() waits for the queue to be sent before logging the rest.
 _FLUSH_TIMEOUT = 10.0
 _STOP = object()
+# Notifications published at most before their confirms are read.
+_BATCH = 64
 
 
 def notification_url(conf) -> messaging.TransportURL:
@@ -85,7 +87,7 @@ class NotificationSender:
         self._watch = watch or PublishWatch()
         self._queue: queue.Queue = queue.Queue(_QUEUE_SIZE)
         self._stopping = threading.Event()
-        self._in_hand: dict | None = None
+        self._in_hand: list[dict] = []
         self._last_context: tuple[Any, dict] | None = None
         self.sent = 0
         self._thread = threading.Thread(target=self._run, name="notifications",
@@ -128,31 +130,47 @@ class NotificationSender:
     # -- the sending thread ------------------------------------------------
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is _STOP:
+            batch = [self._queue.get()]
+            # What queued meanwhile goes in the same batch: its confirms
+            # are read together.
+            while len(batch) < _BATCH and batch[-1] is not _STOP:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = batch[-1] is _STOP
+            items = batch[:-1] if stop else batch
+            if items:
+                self._in_hand = [message for message, _ in items]
+                self._send(items)
+                self._in_hand = []
+            if stop:
                 return
-            self._in_hand = item[0]
-            self._send(*item)
-            self._in_hand = None
 
-    def _send(self, message: dict, context: dict) -> None:
-        """Publish one notification; tries until the broker confirms it."""
-        what = f"notification {message['event_type']}"
-        try:
-            body = envelope(message, context)
-        except Exception as err:  # a payload JSON cannot carry: said, not sent
-            LOG.error("Notification %s was not sent: it cannot be serialized (%s): %s",
-                      message["event_type"], _instances(message["payload"]), err)
+    def _send(self, items: list[tuple[dict, dict]]) -> None:
+        """Publish notifications; tries until the broker confirms them all."""
+        outgoing = []
+        for message, context in items:
+            try:
+                body = envelope(message, context)
+            except Exception as err:  # a payload JSON cannot carry: said, not sent
+                LOG.error("Notification %s was not sent: it cannot be serialized "
+                          "(%s): %s", message["event_type"],
+                          _instances(message["payload"]), err)
+                continue
+            what = f"notification {message['event_type']}"
+            outgoing.extend(Outgoing(self._exchange,
+                                     f"{topic}.{message['priority'].lower()}",
+                                     body, what, declare_queue=True)
+                            for topic in self._topics)
+        if not outgoing:
             return
         try:
-            with self._watch.publishing(what):
-                for topic in self._topics:
-                    self._publisher.publish(self._exchange,
-                                            f"{topic}.{message['priority'].lower()}",
-                                            body, what, declare_queue_too=True)
+            with self._watch.publishing(outgoing[0].what):
+                self._publisher.publish_many(outgoing)
         except messaging.MessageDeliveryFailure:
             return  # closed at shutdown with the broker away: stop() said so
-        self.sent += 1
+        self.sent += len(outgoing) // len(self._topics)
 
     # -- shutdown -------------------------------------------------------------
     def stop(self, timeout: float = _FLUSH_TIMEOUT) -> None:
@@ -164,7 +182,7 @@ class NotificationSender:
             self._queue.put(_STOP, timeout=timeout)
         self._thread.join(max(0.0, deadline - time.monotonic()))
         if self._thread.is_alive():
-            left = [self._in_hand] if self._in_hand is not None else []
+            left = list(self._in_hand)
             while True:
                 try:
                     item = self._queue.get_nowait()

@@ -7,8 +7,10 @@ payload leaves the process.
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
+import threading
 from typing import Any
 
 from nova_sched import rpc
@@ -21,6 +23,10 @@ _SECRET_MARKERS = ("password", "admin_pass", "secret", "auth_token")
 _SECRET_KEY = re.compile("|".join(re.escape(m) for m in _SECRET_MARKERS))
 # Values with nothing inside to scrub: kept as they are, without a call.
 _PLAIN = (str, int, float, bool, type(None))
+# Request specs whose scrubbed copy is kept: a request's is needed by its
+# start, scheduled and end notifications, and several requests are handled
+# at once.
+_SCRUBBED_KEPT = 32
 
 
 def scrub(value: Any) -> Any:
@@ -56,7 +62,11 @@ class SchedulerNotifier:
 
     def __init__(self, transport, host: str, watch: PublishWatch | None = None):
         self._watch = watch or PublishWatch()
-        self._last_spec: tuple[Any, Any] | None = None
+        # id of a request's spec -> (the spec, its scrubbed copy); the spec
+        # is held so that its id is not reused while it is here.
+        self._scrubbed: collections.OrderedDict[int, tuple[Any, Any]] = (
+            collections.OrderedDict())
+        self._scrubbed_lock = threading.Lock()
         publisher = f"scheduler.{host}"
         self._sender: NotificationSender | None = None
         if can_send(transport):
@@ -86,27 +96,50 @@ class SchedulerNotifier:
             self._sender.stop()
 
     def _request_spec(self, request_spec: Any) -> Any:
-        """The request spec scrubbed, once for a request's start and end
-        notifications (the request's spec is not changed in between: a
-        placement works on a copy)."""
-        last = self._last_spec
-        if last is not None and last[0] is request_spec:
-            return last[1]
+        """The request spec scrubbed, once for a request's start, scheduled
+        and end notifications (the request's spec is not changed in
+        between: a placement works on a copy)."""
+        with self._scrubbed_lock:
+            kept = self._scrubbed.get(id(request_spec))
+            if kept is not None and kept[0] is request_spec:
+                self._scrubbed.move_to_end(id(request_spec))
+                return kept[1]
         clean = scrub(request_spec)
-        self._last_spec = (request_spec, clean)
+        with self._scrubbed_lock:
+            self._scrubbed[id(request_spec)] = (request_spec, clean)
+            while len(self._scrubbed) > _SCRUBBED_KEPT:
+                self._scrubbed.popitem(last=False)
         return clean
+
+    def _instance_spec(self, request_spec: Any, base: Any) -> Any:
+        """``request_spec`` (an instance's copy of the request's ``base``
+        spec) scrubbed: the values it shares with ``base`` are taken from
+        ``base``'s scrubbed copy."""
+        if not isinstance(request_spec, dict) or not isinstance(base, dict):
+            return scrub(request_spec)
+        clean_base = self._request_spec(base)
+        out = {}
+        for key, value in request_spec.items():
+            if key in clean_base and base.get(key) is value:
+                out[key] = clean_base[key]
+            else:
+                out.update(scrub({key: value}))
+        return out
 
     def run_instance_start(self, ctxt, request_spec: dict) -> None:
         self._emit(ctxt, "info", "scheduler.run_instance.start",
                    {"request_spec": self._request_spec(request_spec)}, scrubbed=True)
 
     def run_instance_scheduled(self, ctxt, request_spec: dict, host: str,
-                               weight: float, instance_uuid: str) -> None:
+                               weight: float, instance_uuid: str,
+                               base: dict | None = None) -> None:
+        """``base``: the request's spec when ``request_spec`` is the
+        instance's copy of it."""
         self._emit(ctxt, "info", "scheduler.run_instance.scheduled", {
-            "request_spec": request_spec,
+            "request_spec": self._instance_spec(request_spec, base),
             "weighted_host": {"host": host, "weight": weight},
             "instance_id": instance_uuid,
-        })
+        }, scrubbed=True)
 
     def run_instance_end(self, ctxt, request_spec: dict) -> None:
         self._emit(ctxt, "info", "scheduler.run_instance.end",

@@ -4,23 +4,35 @@ oslo.messaging's clients publish through the rabbit driver's connection
 pool, its retry wrapper and a socket-timeout change around every
 publish: a third of a millisecond of CPU apiece, a boot request paying it
 four times (the compute cast and three notifications). The scheduler's
-own publishes go through this instead: a kombu ``Producer`` on one
-connection kept open, each publish confirmed by the broker (publisher
-confirms, as the rabbit driver has them), retried until it is, failing
-over between the transport URL's nodes; the failures are logged. What goes
-on the wire is oslo.messaging's 2.0 envelope (``rpc_envelope``) with the
-context as ``_context_*`` keys and a ``_unique_id``, as its clients send
-it, so oslo.messaging's servers and listeners read it.
+own publishes go through this instead: one connection kept open, every
+message confirmed by the broker (publisher confirms, as the rabbit driver
+has them), retried until it is, failing over between the transport URL's
+nodes; the failures are logged. What goes on the wire is oslo.messaging's
+2.0 envelope (``rpc_envelope``) with the context as ``_context_*`` keys
+and a ``_unique_id``, as its clients send it, so oslo.messaging's servers
+and listeners read it.
+
+On RabbitMQ the messages go out on py-amqp's channel, which is in confirm
+mode, and ``publish_many`` sends a batch before it waits: the broker's
+confirms (one often covering several messages) are read once for the
+batch, not once per message. A message the broker refuses (a nack) or that
+a lost connection leaves unconfirmed is sent again; those it confirmed are
+not. kombu's in-memory broker (the demo) takes them through kombu's
+``Producer``, one by one, with nothing to confirm.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import socket
 import threading
 import time
 
+import amqp
 import kombu
+import kombu.compression
 import oslo_messaging as messaging
 
 from nova_sched.scheduler.wire.broker import RabbitSettings, declare_queue, discard, heartbeat
@@ -28,8 +40,52 @@ from nova_sched.scheduler.wire.rpc_envelope import pack_text, unique_ids
 
 LOG = logging.getLogger(__name__)
 
-# Seconds between heartbeat checks of an idle connection.
+# Seconds between heartbeat checks of an idle connection, and between
+# checks of the connection while confirms are awaited.
 _IDLE = 1.0
+# kombu's Producer marks every message persistent unless told otherwise;
+# the messages sent here are the same as the ones it sent.
+_PERSISTENT = 2
+
+
+@dataclasses.dataclass
+class Outgoing:
+    """One message for ``Publisher.publish_many``: ``body`` is an
+    envelope's JSON text; ``declare_queue`` declares the queue named
+    ``routing_key`` first (once per connection), so that the message waits
+    there until a consumer comes, as oslo's notifier does."""
+
+    exchange: str
+    routing_key: str
+    body: str
+    what: str
+    declare_queue: bool = False
+
+
+class _Confirms:
+    """The broker's confirms on a channel in confirm mode: which of the
+    messages published on it (numbered from 1, as the broker numbers them)
+    it has settled, and which of those it refused."""
+
+    def __init__(self):
+        self.published = 0
+        self.settled = 0        # every number up to this one is settled
+        self.refused: set[int] = set()
+        self._out_of_order: set[int] = set()
+
+    def ack(self, tag: int, multiple: bool) -> None:
+        if multiple or tag == self.settled + 1:
+            self.settled = max(self.settled, tag)
+        else:
+            self._out_of_order.add(tag)
+        if self._out_of_order:
+            while self.settled + 1 in self._out_of_order:
+                self.settled += 1
+            self._out_of_order = {t for t in self._out_of_order if t > self.settled}
+
+    def nack(self, tag: int, multiple: bool) -> None:
+        self.refused.update(range(self.settled + 1 if multiple else tag, tag + 1))
+        self.ack(tag, multiple)
 
 
 def speaks(url: messaging.TransportURL) -> bool:
@@ -49,7 +105,7 @@ def envelope(message: dict, context: dict) -> str:
 
 
 class Publisher:
-    """Publishes to exchanges of the broker at ``url``, one message at a time.
+    """Publishes to exchanges of the broker at ``url``, confirmed by it.
 
     Thread-safe: publishes from several threads take turns on the one
     connection. ``name`` shows in the broker's list of connections.
@@ -60,6 +116,8 @@ class Publisher:
         self._name = name
         self._lock = threading.Lock()
         self._conn: kombu.Connection | None = None
+        self._channel = None
+        self._confirms: _Confirms | None = None
         self._producer: kombu.Producer | None = None
         self._declared: set[tuple[str, str]] = set()
         self._exchanges: dict[str, kombu.Exchange] = {}
@@ -79,60 +137,128 @@ class Publisher:
 
     def publish(self, exchange: str, routing_key: str, body: str, what: str,
                 declare_queue_too: bool = False) -> None:
-        """Publish ``body`` (an envelope's JSON text) and wait for the broker's confirm;
-        tried again, each failure logged, until it is confirmed.
+        """Publish ``body`` (an envelope's JSON text) and wait for the
+        broker's confirm; tried again, each failure logged, until it is
+        confirmed. ``declare_queue_too``: see ``Outgoing.declare_queue``."""
+        self.publish_many([Outgoing(exchange, routing_key, body, what,
+                                    declare_queue_too)])
 
-        ``declare_queue_too``: the queue named ``routing_key`` is declared
-        (once per connection) so that messages wait there until a consumer
-        comes, as oslo's notifier does for notifications.
-        """
-        target = self.exchange(exchange)
-        while not self._closed.is_set():
+    def publish_many(self, messages: list[Outgoing]) -> None:
+        """Publish ``messages`` in order, then wait until the broker has
+        confirmed every one. A failure is logged and what it left
+        unconfirmed is sent again (in order) until it is; a message sent
+        twice that way is one the broker may have taken before the failure,
+        as with any publisher confirms. MessageDeliveryFailure once the
+        publisher is closed."""
+        waiting = list(messages)
+        while waiting and not self._closed.is_set():
             try:
                 with self._lock:
-                    self._publish(target, routing_key, body, declare_queue_too, what)
-                return
+                    self._send(waiting)
             except Exception as err:  # logged and tried again: never dropped
-                LOG.error("Publishing %s failed (%s); trying again in %.1f s", what,
-                          err, self.settings.reconnect_delay)
+                LOG.error("Publishing %s failed (%s); trying again in %.1f s",
+                          _what(waiting), err, self.settings.reconnect_delay)
                 with self._lock:
                     self._drop()
                 time.sleep(self.settings.reconnect_delay)
-        raise messaging.MessageDeliveryFailure(f"{what} not sent: the publisher is closed")
+        if waiting:
+            raise messaging.MessageDeliveryFailure(
+                f"{_what(waiting)} not sent: the publisher is closed")
 
-    def _publish(self, target: kombu.Exchange, routing_key: str, body: str,
-                 declare: bool, what: str) -> None:
-        # A failure raises to ``publish``, which logs it, drops the
-        # connection and comes back here: kombu's retry wrapper around each
-        # publish would only cost its CPU on every one.
-        if self._producer is None:
-            conn = self.settings.connection(self._name)
-            conn.ensure_connection(
-                max_retries=None, **self.settings.retry,
-                errback=lambda exc, interval: LOG.error(
-                    "Could not connect to publish %s (%s); trying again in %.1f s",
-                    what, exc, interval))
-            self._conn = conn
-            self._producer = kombu.Producer(conn)
-            self._declared = set()
+    def _send(self, waiting: list[Outgoing]) -> None:
+        """Publish ``waiting``, removing each message from it once the
+        broker confirms it. A failure raises to ``publish_many``, which
+        logs it, drops the connection and comes back with what is left:
+        kombu's retry wrapper around each publish would only cost its CPU
+        on every one."""
+        self._connect(waiting[0].what)
+        for message in waiting:
+            self._declare(message)
+        confirms = self._confirms
+        if confirms is None:
+            # kombu's in-memory broker: nothing to confirm.
+            while waiting:
+                message = waiting[0]
+                self._producer.publish(
+                    message.body, exchange=self.exchange(message.exchange),
+                    routing_key=message.routing_key, content_type="application/json",
+                    content_encoding="utf-8", compression=self.settings.compression)
+                del waiting[0]
+            return
+        first = confirms.published + 1
+        for message in waiting:
+            self._channel.basic_publish(self._message(message.body),
+                                        exchange=self.exchange(message.exchange).name,
+                                        routing_key=message.routing_key)
+            confirms.published += 1
+        last = confirms.published
+        while confirms.settled < last:
+            try:
+                self._conn.drain_events(timeout=_IDLE)
+            except socket.timeout:
+                # A broker that stopped answering fails this check after
+                # two heartbeats: the connection is dropped, the rest sent
+                # again on a new one.
+                if self.settings.heartbeat > 0:
+                    self._conn.heartbeat_check(rate=self.settings.heartbeat_rate)
+        refused = [m for tag, m in enumerate(waiting, first) if tag in confirms.refused]
+        confirms.refused.difference_update(range(first, last + 1))
+        waiting[:] = refused
+        if refused:
+            raise messaging.MessageDeliveryFailure(
+                f"the broker refused {len(refused)} of {last - first + 1} messages")
+
+    def _message(self, body: str) -> amqp.Message:
+        """The message kombu's Producer would make of ``body``."""
+        data = body.encode("utf-8")
+        headers: dict = {}
+        if self.settings.compression:
+            data, headers["compression"] = kombu.compression.compress(
+                data, self.settings.compression)
+        return amqp.Message(data, priority=0, content_type="application/json",
+                            content_encoding="utf-8", application_headers=headers,
+                            delivery_mode=_PERSISTENT)
+
+    def _connect(self, what: str) -> None:
+        if self._conn is not None:
+            return
+        # The channel is put in confirm mode here, not for each publish as
+        # py-amqp's confirm_publish does, so that publishes need not wait
+        # one by one.
+        conn = self.settings.connection(self._name, confirm_each=False)
+        conn.ensure_connection(
+            max_retries=None, **self.settings.retry,
+            errback=lambda exc, interval: LOG.error(
+                "Could not connect to publish %s (%s); trying again in %.1f s",
+                what, exc, interval))
+        channel = conn.default_channel
+        confirms = None
+        if isinstance(channel, amqp.Channel):
+            channel.confirm_select()
+            confirms = _Confirms()
+            channel.events["basic_ack"].add(confirms.ack)
+            channel.events["basic_nack"].add(confirms.nack)
+        self._conn, self._channel, self._confirms = conn, channel, confirms
+        self._producer = kombu.Producer(channel)
+        self._declared = set()
+
+    def _declare(self, message: Outgoing) -> None:
+        """The message's exchange and, if asked, its queue: once per connection."""
+        target = self.exchange(message.exchange)
         if ("exchange", target.name) not in self._declared:
             self._declare_exchange(target)
             self._declared.add(("exchange", target.name))
-        if declare and ("queue", routing_key) not in self._declared:
+        if message.declare_queue and ("queue", message.routing_key) not in self._declared:
             declare_queue(kombu.Queue(
-                routing_key, target, routing_key=routing_key, durable=target.durable,
-                auto_delete=target.auto_delete,
+                message.routing_key, target, routing_key=message.routing_key,
+                durable=target.durable, auto_delete=target.auto_delete,
                 queue_arguments=self.settings.topic_queue_arguments),
-                self._producer.channel, self._conn.channel_errors)
-            self._declared.add(("queue", routing_key))
-        # Already JSON: with its content type given, kombu sends it as it is.
-        self._producer.publish(body, exchange=target, routing_key=routing_key,
-                               content_type="application/json", content_encoding="utf-8",
-                               compression=self.settings.compression)
+                self._channel, self._conn.channel_errors)
+            self._declared.add(("queue", message.routing_key))
 
     def _declare_exchange(self, target: kombu.Exchange) -> None:
         try:
-            target(self._producer.channel).declare()
+            target(self._channel).declare()
         except self._conn.channel_errors as err:
             if getattr(err, "code", None) == 406 and "inequivalent arg 'durable'" in str(err):
                 # Declared non-durable by another service sharing it: follow
@@ -161,7 +287,8 @@ class Publisher:
                 self._lock.release()
 
     def _drop(self) -> None:
-        conn, self._conn, self._producer = self._conn, None, None
+        conn = self._conn
+        self._conn = self._channel = self._confirms = self._producer = None
         discard(conn)
 
     def close(self) -> None:
@@ -171,9 +298,16 @@ class Publisher:
         if not self._lock.acquire(timeout=1.0):
             return
         try:
-            conn, self._conn, self._producer = self._conn, None, None
+            conn = self._conn
+            self._conn = self._channel = self._confirms = self._producer = None
         finally:
             self._lock.release()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.release()
+
+
+def _what(messages: list[Outgoing]) -> str:
+    """The messages for a log line: the first's name, and how many more."""
+    more = len(messages) - 1
+    return messages[0].what + (f" and {more} more" if more > 0 else "")

@@ -99,13 +99,13 @@ def test_the_request_does_not_wait_for_the_broker(memory_broker, monkeypatch):
     gate = threading.Event()
     sender = notification_sender.NotificationSender(
         memory_broker, "scheduler.t", rpc.ContextSerializer())
-    real = sender._publisher.publish
+    real = sender._publisher.publish_many
 
-    def slow_publish(*args, **kwargs):
+    def slow_publish(messages):
         gate.wait(WAIT)
-        real(*args, **kwargs)
+        real(messages)
 
-    monkeypatch.setattr(sender._publisher, "publish", slow_publish)
+    monkeypatch.setattr(sender._publisher, "publish_many", slow_publish)
     started = time.monotonic()
     for i in range(20):
         sender.info(None, f"test.{i}", {"i": i})
@@ -120,15 +120,15 @@ def test_a_failed_publish_is_logged_and_sent_again(memory_broker, monkeypatch, c
     sender = notification_sender.NotificationSender(
         memory_broker, "scheduler.t", rpc.ContextSerializer())
     monkeypatch.setattr(sender._publisher.settings, "reconnect_delay", 0.01)
-    real, failures = sender._publisher._publish, []
+    real, failures = sender._publisher._send, []
 
-    def flaky(*args):
+    def flaky(waiting):
         if len(failures) < 2:
-            failures.append(args)
+            failures.append(list(waiting))
             raise ConnectionError("broker away")
-        real(*args)
+        real(waiting)
 
-    monkeypatch.setattr(sender._publisher, "_publish", flaky)
+    monkeypatch.setattr(sender._publisher, "_send", flaky)
     with caplog.at_level(logging.ERROR):
         sender.info(None, "test.flaky", {})
         _wait(lambda: sender.sent == 1, "the notification sent after two failures")
@@ -144,10 +144,10 @@ def test_what_the_broker_never_took_is_logged_at_stop(memory_broker, monkeypatch
         memory_broker, "scheduler.t", rpc.ContextSerializer())
     monkeypatch.setattr(sender._publisher.settings, "reconnect_delay", 0.05)
 
-    def away(*args):
+    def away(waiting):
         raise ConnectionError("broker away")
 
-    monkeypatch.setattr(sender._publisher, "_publish", away)
+    monkeypatch.setattr(sender._publisher, "_send", away)
     uuids = [str(uuid.uuid4()) for _ in range(3)]
     for u in uuids:
         sender.info(None, "scheduler.run_instance.scheduled", {"instance_id": u})
@@ -194,3 +194,40 @@ def test_scrub_masks_secrets_at_any_depth_and_copies():
     assert clean[7] == {"secret_key": "***"} and clean["ok"] is None
     # A copy: the request keeps its values for the compute cast.
     assert spec["instance_properties"]["admin_pass"] == "pw1"
+
+
+def test_an_instances_scheduled_spec_is_its_own_copy_scrubbed(memory_broker):
+    """The scheduled notification of each instance shows that instance's
+    launch index, and no secret, though the parts it shares with the
+    request's spec are scrubbed once for the request."""
+    collector = _Collector()
+    notifier = SchedulerNotifier(memory_broker, "sched-1")
+    spec = {"instance_uuids": ["u-0", "u-1"], "admin_password": "pw-secret",
+            "instance_properties": {"launch_index": 0, "admin_pass": "pw-2", "name": "vm"},
+            "instance_type": {"memory_mb": 512}}
+    notifier.run_instance_start(None, spec)
+    for index in (0, 1):
+        copy = dict(spec, instance_properties=dict(spec["instance_properties"],
+                                                   launch_index=index))
+        notifier.run_instance_scheduled(None, copy, "h1", 1.0, f"u-{index}", base=spec)
+    listener = _listen(memory_broker, collector)
+
+    def scheduled():
+        # Other tests' notifications may wait in the same in-memory queue.
+        return [e[3] for e in collector.events
+                if e[2] == "scheduler.run_instance.scheduled"
+                and e[3].get("instance_id") in ("u-0", "u-1")]
+    try:
+        _wait(lambda: len(scheduled()) == 2, "two scheduled notifications")
+    finally:
+        listener.stop()
+        listener.wait()
+        notifier.stop()
+    scheduled = scheduled()
+    assert [p["request_spec"]["instance_properties"]["launch_index"]
+            for p in scheduled] == [0, 1]
+    assert "pw-secret" not in repr(collector.events) and "pw-2" not in repr(collector.events)
+    assert all(p["request_spec"]["instance_type"] == {"memory_mb": 512} for p in scheduled)
+    # The request's own spec is left as it came.
+    assert spec["admin_password"] == "pw-secret"
+    assert spec["instance_properties"]["launch_index"] == 0

@@ -70,15 +70,15 @@ def test_a_failed_publish_is_tried_again_until_it_goes(memory_transport, monkeyp
     server = _serve(memory_transport, compute, "node-2")
     api = ComputeAPI(memory_transport)
     monkeypatch.setattr(api._publisher.settings, "reconnect_delay", 0.01)
-    real, failures = api._publisher._publish, []
+    real, failures = api._publisher._send, []
 
-    def flaky(*args):
+    def flaky(waiting):
         if len(failures) < 3:
-            failures.append(args)
+            failures.append(list(waiting))
             raise ConnectionError("broker away")
-        real(*args)
+        real(waiting)
 
-    monkeypatch.setattr(api._publisher, "_publish", flaky)
+    monkeypatch.setattr(api._publisher, "_send", flaky)
     started = time.monotonic()
     try:
         api.run_instance(rpc.admin_context(), instance={"uuid": "u-2"}, host="node-2",
