@@ -13,6 +13,7 @@ from prometheus_client import ProcessCollector
 
 from nova_sched import exception, rpc
 from nova_sched.conf import CONF
+from nova_sched.conf import scheduler as conf_scheduler
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
 from nova_sched.health import HealthMonitor, RecentEvents, WorkerHealthFiles
@@ -101,7 +102,7 @@ class SchedulerService:
                                     [self.manager, SchedulerManagerV4(self.manager)],
                                     rpc.ContextSerializer(),
                                     inline=("compute_node_update",),
-                                    threads=CONF.scheduler.request_threads,
+                                    threads=conf_scheduler.request_threads(CONF),
                                     on_backlog=self.manager.host_manager.set_report_lag,
                                     guard=self.poison_guard,
                                     on_reconnect=self._reconnected)

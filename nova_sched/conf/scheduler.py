@@ -75,11 +75,14 @@ scheduler_opts = [
     ),
     cfg.IntOpt(
         "request_threads",
-        default=8,
         min=1,
         help="Threads per process that handle requests taken from the "
         "scheduler topic (compute reports are handled on the consumer "
-        "thread itself). Keep it below the database connection pool "
+        "thread itself). Unset: 2 with claims = local, where a request "
+        "waits only for short database transactions and the broker's "
+        "confirm, and more threads only take turns at the interpreter; 8 "
+        "with claims = placement, whose HTTP round trips more threads "
+        "overlap. Keep it below the database connection pool "
         "(SQLAlchemy's: 5 connections plus 10 more under load) so that no "
         "request waits for a connection. A daemon holds at most [oslo_messaging_rabbit] "
         "rabbit_qos_prefetch_count messages unacknowledged; the others wait "
@@ -136,3 +139,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts():
     return {scheduler_group: scheduler_opts}
+
+
+# [scheduler] request_threads when unset, by claim store (see its help).
+_REQUEST_THREADS = {"local": 2, "placement": 8}
+
+
+def request_threads(conf) -> int:
+    """``[scheduler] request_threads``, or its default for the claim store."""
+    return conf.scheduler.request_threads or _REQUEST_THREADS[conf.scheduler.claims]
