@@ -446,6 +446,11 @@ class Run:
         self.config_file.write_text(self._config())
 
     def _config(self) -> str:
+        groups: dict[str, list[str]] = {}
+        for setting in self.args.set:
+            name, _, value = setting.partition("=")
+            group, _, option = name.rpartition(".")
+            groups.setdefault(group or "DEFAULT", []).append(f"{option} = {value}")
         return "\n".join([
             "[DEFAULT]",
             f"host = {DAEMON_HOST}",
@@ -460,11 +465,15 @@ class Run:
             "",
             "[scheduler]",
             f"workers = {self.workers}",
+            *groups.pop("scheduler", []),
             "",
             "[oslo_messaging_rabbit]",
             # Queues of a killed run vanish even if its vhost is kept.
             "rabbit_transient_queues_ttl = 600",
+            *groups.pop("oslo_messaging_rabbit", []),
             "",
+            *(line for group, lines in groups.items()
+              for line in (f"[{group}]", *lines, "")),
         ])
 
     # -- start-up ------------------------------------------------------
@@ -968,6 +977,8 @@ def parse_args(argv=None):
     p.add_argument("--py-spy", action="store_true",
                    help="profile the daemon (py-spy record --gil) over the flat-out "
                         "requests and print its top functions")
+    p.add_argument("--set", action="append", default=[], metavar="GROUP.OPTION=VALUE",
+                   help="a daemon option (e.g. scheduler.request_threads=8); repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--keep", action="store_true",
                    help="keep the work directory (config, daemon log)")
