@@ -33,6 +33,17 @@ def rabbitmq():
                     "tools/ensure_rabbitmq.sh (run_tests.sh does)", pytrace=False)
 
 
+@pytest.fixture(scope="module")
+def broker(rabbitmq, request):
+    """A vhost private to the test module, deleted after it."""
+    tag = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "")
+    b = cloudlib.Broker(f"{tag}_{uuid.uuid4().hex[:8]}").open()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
 
 @pytest.fixture(scope="session")
 def nova_venv():

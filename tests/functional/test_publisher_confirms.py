@@ -20,15 +20,6 @@ pytestmark = pytest.mark.integration
 WAIT = 10
 
 
-@pytest.fixture(scope="module")
-def broker(rabbitmq):
-    b = cloudlib.Broker(f"publisher_{uuid.uuid4().hex[:8]}").open()
-    try:
-        yield b
-    finally:
-        b.close()
-
-
 @pytest.fixture
 def publisher(broker):
     import oslo_messaging as messaging

@@ -90,15 +90,6 @@ def _endpoint_class():
 
 
 # -- fixtures ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def broker(rabbitmq):
-    b = cloudlib.Broker(f"topicconsumer_{uuid.uuid4().hex[:8]}").open()
-    try:
-        yield b
-    finally:
-        b.close()
-
-
 @pytest.fixture
 def topic():
     return f"tc_{uuid.uuid4().hex[:12]}"
