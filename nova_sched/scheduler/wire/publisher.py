@@ -84,8 +84,14 @@ class _Confirms:
             self._out_of_order = {t for t in self._out_of_order if t > self.settled}
 
     def nack(self, tag: int, multiple: bool) -> None:
-        self.refused.update(range(self.settled + 1 if multiple else tag, tag + 1))
+        first = self.settled + 1 if multiple else tag
+        self.refused.update(t for t in range(first, tag + 1) if t not in self._out_of_order)
         self.ack(tag, multiple)
+
+    def taken(self, first: int) -> set[int]:
+        """The numbers from ``first`` on that the broker took (settled, not refused)."""
+        return {t for t in range(first, self.settled + 1) if t not in self.refused} | {
+            t for t in self._out_of_order if t >= first and t not in self.refused}
 
 
 def speaks(url: messaging.TransportURL) -> bool:
@@ -186,27 +192,30 @@ class Publisher:
                 del waiting[0]
             return
         first = confirms.published + 1
-        for message in waiting:
-            self._channel.basic_publish(self._message(message.body),
-                                        exchange=self.exchange(message.exchange).name,
-                                        routing_key=message.routing_key)
-            confirms.published += 1
-        last = confirms.published
-        while confirms.settled < last:
-            try:
-                self._conn.drain_events(timeout=_IDLE)
-            except socket.timeout:
-                # A broker that stopped answering fails this check after
-                # two heartbeats: the connection is dropped, the rest sent
-                # again on a new one.
-                if self.settings.heartbeat > 0:
-                    self._conn.heartbeat_check(rate=self.settings.heartbeat_rate)
-        refused = [m for tag, m in enumerate(waiting, first) if tag in confirms.refused]
-        confirms.refused.difference_update(range(first, last + 1))
-        waiting[:] = refused
-        if refused:
+        try:
+            for message in waiting:
+                self._channel.basic_publish(self._message(message.body),
+                                            exchange=self.exchange(message.exchange).name,
+                                            routing_key=message.routing_key)
+                confirms.published += 1
+            while confirms.settled < confirms.published:
+                try:
+                    self._conn.drain_events(timeout=_IDLE)
+                except socket.timeout:
+                    # A broker that stopped answering fails this check after
+                    # two heartbeats: the connection is dropped, the rest
+                    # sent again on a new one.
+                    if self.settings.heartbeat > 0:
+                        self._conn.heartbeat_check(rate=self.settings.heartbeat_rate)
+        finally:
+            # What the broker took is not sent again, whatever failed after.
+            taken = confirms.taken(first)
+            sent = len(waiting)
+            waiting[:] = [m for tag, m in enumerate(waiting, first) if tag not in taken]
+            confirms.refused.difference_update(range(first, confirms.published + 1))
+        if waiting:
             raise messaging.MessageDeliveryFailure(
-                f"the broker refused {len(refused)} of {last - first + 1} messages")
+                f"the broker refused {len(waiting)} of {sent} messages")
 
     def _message(self, body: str) -> amqp.Message:
         """The message kombu's Producer would make of ``body``."""

@@ -92,3 +92,75 @@ def test_a_failed_publish_is_tried_again_until_it_goes(memory_transport, monkeyp
     assert len(failures) == 3
     assert time.monotonic() - started < WAIT
     assert len(compute.calls) == 1
+
+
+def test_confirms_count_what_the_broker_took():
+    """Acks of one or many messages, in order or not, and nacks: what was
+    taken is known message by message."""
+    from nova_sched.scheduler.wire.publisher import _Confirms
+
+    confirms = _Confirms()
+    confirms.published = 8
+    confirms.ack(2, multiple=True)          # 1-2
+    confirms.ack(4, multiple=False)         # 4 before 3
+    assert confirms.settled == 2
+    confirms.nack(3, multiple=False)        # 3 refused
+    assert confirms.settled == 4
+    confirms.nack(6, multiple=True)         # 5-6 refused
+    confirms.ack(8, multiple=False)         # 8 taken, 7 not heard of
+    assert confirms.settled == 6
+    assert confirms.taken(1) == {1, 2, 4, 8}
+    assert confirms.taken(5) == {8}
+
+
+def test_a_connection_lost_midway_sends_again_only_what_was_not_confirmed(
+        memory_transport, monkeypatch):
+    """The broker confirmed two of four messages before the connection
+    failed: the next connection gets the other two, in order."""
+    from nova_sched.scheduler.wire import publisher as publisher_module
+    from nova_sched.scheduler.wire.publisher import Outgoing, Publisher, _Confirms
+
+    sent: list[list[str]] = []
+
+    class Channel:
+        def __init__(self, confirm_first: int):
+            self.events = {"basic_ack": set(), "basic_nack": set()}
+            self.confirm_first = confirm_first
+            self.bodies: list[str] = []
+            sent.append(self.bodies)
+
+        def basic_publish(self, message, exchange, routing_key):
+            self.bodies.append(message.body.decode())
+
+    class Conn:
+        def __init__(self, channel, confirms):
+            self.channel, self.confirms = channel, confirms
+
+        def drain_events(self, timeout):
+            if self.channel.confirm_first is None:
+                self.confirms.ack(self.confirms.published, multiple=True)
+                return
+            self.confirms.ack(self.channel.confirm_first, multiple=True)
+            raise ConnectionError("connection reset by peer")
+
+    url = messaging.TransportURL.parse(memory_transport.conf, "kombu+memory:////")
+    publisher = Publisher(memory_transport.conf, url, "test")
+    monkeypatch.setattr(publisher.settings, "reconnect_delay", 0.01)
+    rounds = iter([2, None])
+
+    def connect(what):
+        if publisher._conn is None:
+            confirms = _Confirms()
+            channel = Channel(next(rounds))
+            publisher._conn, publisher._channel = Conn(channel, confirms), channel
+            publisher._confirms = confirms
+
+    monkeypatch.setattr(publisher, "_connect", connect)
+    monkeypatch.setattr(publisher, "_declare", lambda message: None)
+    monkeypatch.setattr(publisher_module, "discard", lambda conn: None)
+    try:
+        publisher.publish_many([Outgoing("ex", "rk", f"m{n}", f"message {n}")
+                                for n in range(4)])
+    finally:
+        publisher.close()
+    assert sent == [["m0", "m1", "m2", "m3"], ["m2", "m3"]]
