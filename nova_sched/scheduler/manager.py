@@ -193,7 +193,15 @@ class SchedulerManager:
         """A new request failed before its claim wrote its rows: write them
         now, as the general way would have, to hold the failure. False when
         they show another handler has the instance (the request was
-        published twice): its failure is then not ours to record."""
+        published twice): its failure is then not ours to record.
+        AlreadyRecorded when an earlier delivery claimed it and did not
+        record a cast: the general way casts it to that node."""
+        where = db_instances.standing([new.uuid]).get(new.uuid)
+        if where is not None and where.host is not None and not where.handled:
+            # Claimed by an earlier delivery whose daemon died before
+            # recording its cast (it may have cast it): the general way
+            # casts it to the node it holds, never elsewhere.
+            raise exception.AlreadyRecorded(uuid=new.uuid)
         standing, started = db_instances.begin_request(
             [new.uuid], new.props, new.sizes, new.request, new.start)
         where = standing.get(new.uuid)

@@ -397,3 +397,33 @@ def test_a_new_boot_whose_claim_is_lost_and_then_fits_nowhere_is_in_error(manage
     assert "1 claims lost to concurrent schedulers" in fault
     assert _schedule_events(uuid) == ["Error"]
     assert _allocations(uuid) == []
+
+
+def test_a_redelivered_boot_that_fits_nowhere_now_is_cast_to_the_node_it_holds(
+        manager, ctxt):
+    """The daemon that claimed the only node died before recording its cast;
+    the request, delivered again, is taken as new and fits nowhere (its own
+    claim fills the node). It must not be left for a handler that is gone,
+    nor failed: it is cast to the node it holds (found by test_crash_safety:
+    an instance cast by the dead daemon, then put in ERROR by the sweep)."""
+    manager.compute_node_update(ctxt, compute_report("only", memory_mb=1024))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    db_instances.ensure_instances([uuid], spec["instance_properties"])
+    db_instances.start_events([uuid], db_instances.EventStart(
+        "create", "schedule", ctxt.request_id, "u1", "p1", "dead-daemon"))
+    node_id = manager.host_manager.node_id_of("only", "only")
+    manager.cycle.claims.claim(
+        Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
+              disk_mb=1024, ratios={"ram": 1.5, "cpu": 16.0, "disk": 1.0}),
+        Placement("only", "only", 0))
+    manager.host_manager.refresh_node(node_id)
+
+    _run(manager, ctxt, spec)
+
+    assert [c["host"] for c in manager.cycle.compute_api.casts] == ["only"]
+    row = _instance(uuid)
+    assert row.host == "only" and row.vm_state == "building" and row.cast_at is not None
+    assert _faults(uuid) == []
+    assert _schedule_events(uuid) == ["Success"]
+    assert _claimed("only") == 1024
