@@ -66,20 +66,29 @@ def test_a_request_handled_once_is_not_handled_again(manager, ctxt):
     assert _claimed("big") + _claimed("small") == 2048
 
 
+def _claimed_by_dead_daemon(manager, ctxt, spec, host: str) -> int:
+    """What a daemon that died before casting the request's one instance
+    left: the instance's row, its open event and its claim of 1024 MB on
+    ``host``. The node's id."""
+    uuid = spec["instance_uuids"][0]
+    db_instances.ensure_instances([uuid], spec["instance_properties"])
+    db_instances.start_events([uuid], db_instances.EventStart(
+        "create", "schedule", ctxt.request_id, "u1", "p1", "dead-daemon"))
+    node_id = manager.host_manager.node_id_of(host, host)
+    manager.cycle.claims.claim(
+        Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
+              disk_mb=1024, ratios={"ram": 1.5, "cpu": 16.0, "disk": 1.0}),
+        Placement(host, host, 0))
+    return node_id
+
+
 def test_claimed_but_not_cast_is_cast_to_the_node_it_holds(manager, ctxt):
     _two_hosts(manager, ctxt)
     spec = boot_request(memory_mb=1024)
     uuid = spec["instance_uuids"][0]
     # The dead daemon recorded the instance, started its event and claimed
     # "small" (not the node a fresh decision would choose), then died.
-    db_instances.ensure_instances([uuid], spec["instance_properties"])
-    db_instances.start_events([uuid], db_instances.EventStart(
-        "create", "schedule", ctxt.request_id, "u1", "p1", "dead-daemon"))
-    node_id = manager.host_manager.node_id_of("small", "small")
-    manager.cycle.claims.claim(
-        Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
-              disk_mb=1024, ratios={"ram": 1.5, "cpu": 16.0, "disk": 1.0}),
-        Placement("small", "small", 0))
+    _claimed_by_dead_daemon(manager, ctxt, spec, "small")
 
     _run(manager, ctxt, spec)
 
@@ -409,14 +418,7 @@ def test_a_redelivered_boot_that_fits_nowhere_now_is_cast_to_the_node_it_holds(
     manager.compute_node_update(ctxt, compute_report("only", memory_mb=1024))
     spec = boot_request(memory_mb=1024)
     uuid = spec["instance_uuids"][0]
-    db_instances.ensure_instances([uuid], spec["instance_properties"])
-    db_instances.start_events([uuid], db_instances.EventStart(
-        "create", "schedule", ctxt.request_id, "u1", "p1", "dead-daemon"))
-    node_id = manager.host_manager.node_id_of("only", "only")
-    manager.cycle.claims.claim(
-        Claim(instance_uuid=uuid, node_id=node_id, memory_mb=1024, vcpus=1,
-              disk_mb=1024, ratios={"ram": 1.5, "cpu": 16.0, "disk": 1.0}),
-        Placement("only", "only", 0))
+    node_id = _claimed_by_dead_daemon(manager, ctxt, spec, "only")
     manager.host_manager.refresh_node(node_id)
 
     _run(manager, ctxt, spec)
