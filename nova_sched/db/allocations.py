@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from nova_sched import capacity, exception
 from nova_sched.capacity import DISK, RAM, RESOURCES, VCPU
 from nova_sched.db import api as db_api
+from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
 from nova_sched.db.driver_sql import execute
@@ -80,16 +81,20 @@ def _guarded_claim():
         ratio = sa.cast(sa.bindparam(f"{resource.name}_ratio"), sa.Double)
         guards.append(capacity.fits(claimed, sa.bindparam(requested),
                                     capacity.limit(total, ratio, reserved)))
+    # ``changed_by`` first: MySQL evaluates a SET list left to right, and
+    # the CASE must read ``changed_at`` before it moves. A claim the
+    # claimer counted in its own host table is marked as the claimer's,
+    # as its reports are, so that its refreshes do not read the row back.
     return (
         sa.update(_NODES)
         .where(n.id == sa.bindparam("req_node"), n.deleted == sa.false(), *guards)
-        .values(
-            claimed_memory_mb=n.claimed_memory_mb + sa.bindparam("req_mem"),
-            claimed_vcpus=n.claimed_vcpus + sa.bindparam("req_vcpus"),
-            claimed_disk_mb=n.claimed_disk_mb + sa.bindparam("req_disk"),
-            claimed_instances=n.claimed_instances + 1,
-            changed_at=sa.bindparam("stamp"),
-            changed_by=None,
+        .ordered_values(
+            (n.changed_by, db_nodes.mine_if_seen(_NODES, "req_by", "req_seen")),
+            (n.claimed_memory_mb, n.claimed_memory_mb + sa.bindparam("req_mem")),
+            (n.claimed_vcpus, n.claimed_vcpus + sa.bindparam("req_vcpus")),
+            (n.claimed_disk_mb, n.claimed_disk_mb + sa.bindparam("req_disk")),
+            (n.claimed_instances, n.claimed_instances + 1),
+            (n.changed_at, sa.bindparam("stamp")),
         )
     )
 
@@ -113,7 +118,8 @@ _SET_PLACEMENT_FROM = _SET_PLACEMENT.where(_INSTANCES.c.host == sa.bindparam("b_
 def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           disk_mb: int, ratios: Mapping[str, float],
           placement: tuple[str, str, int, str | None] | None = None,
-          new: db_instances.NewRequest | None = None) -> None:
+          new: db_instances.NewRequest | None = None,
+          counted_through_us: int | None = None) -> None:
     """Take the resources on the node or raise ClaimFailed.
 
     ``ratios`` maps each resource's name to the allocation ratio the
@@ -131,20 +137,27 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
     AlreadyRecorded is raised, with nothing written, when the instance has
     a row after all.
 
+    ``counted_through_us``: the caller counted the claim in its host table
+    already, a table that has read every change stamped before this; the
+    node's row is then marked as the caller's (``changed_by``) if its last
+    change was read, so that the caller's refreshes skip it. None: the
+    claim is not counted anywhere yet, and every refresh reads the row.
+
     Safe to run again when its COMMIT's outcome was lost (a database node
     died under it): the second run finds the row the first one wrote and
     does nothing more (with ``new``: finds the instance's row, and raises
     AlreadyRecorded for the caller to take the request's general way).
     """
     _claim(uuid_lib.uuid4().hex, instance_uuid, node_id, memory_mb, vcpus,
-           disk_mb, ratios, placement, new)
+           disk_mb, ratios, placement, new, counted_through_us)
 
 
 @db_api.retry_on_disconnect
 def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
            vcpus: int, disk_mb: int, ratios: Mapping[str, float],
            placement: tuple[str, str, int, str | None] | None,
-           new: db_instances.NewRequest | None = None) -> None:
+           new: db_instances.NewRequest | None = None,
+           counted_through_us: int | None = None) -> None:
     now = db_api.utcnow()
     event_id = None
     with db_api.transaction() as conn:
@@ -164,6 +177,9 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
         params = {
             "req_node": node_id, "req_mem": memory_mb, "req_vcpus": vcpus,
             "req_disk": disk_mb, "stamp": db_api.now_us(),
+            # A NULL writer never matches: the row is marked as no one's.
+            "req_by": None if counted_through_us is None else db_api.writer_id(),
+            "req_seen": counted_through_us or 0,
         }
         params.update({f"{name}_ratio": float(value) for name, value in ratios.items()})
         if execute(conn, _CLAIM, params).rowcount != 1:

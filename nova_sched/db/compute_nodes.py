@@ -133,9 +133,11 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
 
 # Statements of the report path, built once (composing and compiling them
 # per batch cost more than running them).
-def _mine_if_seen(table, writer: str, seen: str):
-    """``changed_by`` after a report: the writer's, unless the row holds a
-    change by someone else that the writer may not have read yet."""
+def mine_if_seen(table, writer: str, seen: str):
+    """``changed_by`` after a write by this process (a report, a claim):
+    the writer's, unless the row holds a change by someone else that the
+    writer may not have read yet. ``writer`` and ``seen`` name the bind
+    parameters carrying ``db_api.writer_id()`` and the read-through stamp."""
     return sa.case(
         (sa.or_(table.c.changed_by == sa.bindparam(writer),
                 table.c.changed_at < sa.bindparam(seen)),
@@ -149,7 +151,7 @@ _BEAT = (sa.update(_SERVICES)
          .where(_SERVICES.c.host == sa.bindparam("b_host"),
                 _SERVICES.c.binary == COMPUTE_BINARY)
          .ordered_values(
-             (_SERVICES.c.changed_by, _mine_if_seen(_SERVICES, "b_by", "b_seen")),
+             (_SERVICES.c.changed_by, mine_if_seen(_SERVICES, "b_by", "b_seen")),
              (_SERVICES.c.updated_at, sa.bindparam("b_now")),
              (_SERVICES.c.changed_at, sa.bindparam("b_stamp"))))
 _UPDATES: dict[tuple[str, ...], Any] = {}
@@ -162,7 +164,7 @@ def _update_statement(fields: tuple[str, ...]):
         statement = _UPDATES[fields] = (
             sa.update(_NODES).where(_NODES.c.id == sa.bindparam("v_id"))
             .ordered_values(
-                (_NODES.c.changed_by, _mine_if_seen(_NODES, "v_by", "v_seen")),
+                (_NODES.c.changed_by, mine_if_seen(_NODES, "v_by", "v_seen")),
                 *[(_NODES.c[k], sa.bindparam(f"v_{k}")) for k in fields],
                 (_NODES.c.deleted, False),
                 (_NODES.c.updated_at, sa.bindparam("v_now")),

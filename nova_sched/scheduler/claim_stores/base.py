@@ -40,6 +40,11 @@ class Claim:
     project_id: str | None = None
     user_id: str | None = None
     keep_on_hosts: frozenset[str] = frozenset()
+    #: Set when the claimer counted the claim in its host table already,
+    #: a table that has read every change stamped before this (see
+    #: ``HostManager.read_through_us``); a store that writes the node's
+    #: row can then spare the claimer reading it back.
+    counted_through_us: int | None = None
 
     def ratio_of_each(self) -> dict[str, float]:
         return {res.name: float(self.ratios.get(res.name, resources.option_ratio(res)))

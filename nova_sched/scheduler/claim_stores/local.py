@@ -18,7 +18,8 @@ class DatabaseClaims:
             None if placement is None else (placement.host, placement.node,
                                             placement.launch_index,
                                             placement.previous_host),
-            new=None if placement is None else placement.new_request)
+            new=None if placement is None else placement.new_request,
+            counted_through_us=claim.counted_through_us)
 
     def release(self, instance_uuids: list[str]) -> list[int]:
         return db_allocations.release(instance_uuids)

@@ -361,7 +361,9 @@ class SchedulingCycle:
                 chosen = self._offer(spec, uuid, decision.selection(0))
                 rest = [self._offer(spec, uuid, decision.selection(p)) for p in
                         range(1, min(1 + alternates, len(decision.order)))]
-                claim = self.claim_for(spec, uuid, chosen)
+                claim = dataclasses.replace(
+                    self.claim_for(spec, uuid, chosen),
+                    counted_through_us=self.host_manager.read_through_us())
                 self.host_manager.consume(int(decision.order[0]), claim)
                 if not uuid:
                     # Nothing to claim for (Havana's conductor asks without

@@ -100,11 +100,33 @@ def _skips_own_reports(monkeypatch):
     claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
     nodes, _ = db_nodes.load_changed(since, skip_writer=mine)
     assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
+    # Except a claim its claimer counted in a host table that has read the
+    # row's last change: the claimer itself does not read it back...
+    claims.DatabaseClaims().claim(claims.Claim(
+        "i2", node_id, 300, 1, 0, counted_through_us=db_api.now_us()))
+    nodes, _ = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c2"]
+    # ...while another daemon does, with both claims in it.
+    row = [n for n in db_nodes.load_changed(since, skip_writer="other-daemon:1:x")[0]
+           if n["host"] == "c1"][0]
+    assert row["claimed_memory_mb"] == 1300 and row["changed_by"] == mine
+    # A counted claim on a row whose last change came after the table's
+    # read-through stamp (another daemon's claim it has not read) leaves
+    # the row to be read: that change is not in the claimer's table.
+    read_through = db_api.now_us()
+    monkeypatch.setattr(db_api, "writer_id", lambda: "other-daemon:1:x")
+    claims.DatabaseClaims().claim(claims.Claim(
+        "i3", node_id, 300, 1, 0, counted_through_us=db_api.now_us()))
+    monkeypatch.undo()
+    claims.DatabaseClaims().claim(claims.Claim(
+        "i4", node_id, 300, 1, 0, counted_through_us=read_through))
+    nodes, _ = db_nodes.load_changed(since, skip_writer=mine)
+    assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
     # A full load takes everything.
     assert len(db_nodes.load_changed(0, skip_writer=None)[0]) == 3
 
 
-def test_refresh_skips_reports_this_process_stored_but_not_claims(db, monkeypatch):
+def test_refresh_skips_what_this_process_stored_and_counted_already(db, monkeypatch):
     _skips_own_reports(monkeypatch)
 
 

@@ -5,8 +5,9 @@ daemon applies each report to its host table at once and stores it
 (``report_ingest``). This source reads the scheduler's own database:
 every row whose ``changed_at`` stamp moved (another daemon's report or
 claim, an operator's command), skipping the rows this process wrote
-itself (``changed_by``: it applied them already), and the aggregates when
-their stamp moved.
+itself (``changed_by``: it applied its reports before storing them, and
+counted its claims before taking them), and the aggregates when their
+stamp moved.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class ComputeReportsSource:
                         db_allocations.unclaimed_by_host(), full=True)
 
     def load_changed(self, since_us: int) -> HostRows:
-        # Reports this process stored were applied before they were stored.
+        # Reports this process stored were applied before they were stored,
+        # and claims it took were counted before they were taken.
         nodes, services = db_nodes.load_changed(since_us,
                                                 skip_writer=db_api.writer_id())
         rows = HostRows(nodes, services)
