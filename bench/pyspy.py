@@ -83,3 +83,68 @@ def _short(frame: str) -> str:
     if not where:
         return name
     return f"{name} ({where.rsplit('/', 1)[-1].rsplit(':', 1)[0].rstrip(')')})"
+
+
+# The request path's steps, for ``steps``: a stack counts in the step of
+# the deepest frame it holds among these (function names as py-spy gives
+# them, without their modules), or in its thread's step, or in "other".
+STEPS = (
+    ("the decision (driver)", ("FilterScheduler.decide",)),
+    ("the host table's refresh", ("HostManager.refresh",)),
+    ("the claim's transaction", ("DatabaseClaims.claim",)),
+    ("recording the cast", ("SchedulingCycle._record_cast",)),
+    ("publishing (py-amqp framing, confirms)", ("Publisher.publish_many",)),
+    ("JSON of messages", ("pack_text",)),
+    ("scrubbing notifications", ("scrub",)),
+    ("log lines", ("Logger.info", "Logger.warning", "Logger.debug")),
+    ("parsing the request", ("parse",)),
+    ("the cast's other work", ("SchedulingCycle._cast",)),
+    ("the cycle's other work (lock, timing, ranking)", ("SchedulingCycle._claim_best",)),
+    ("the request's other work (events, notifications)", ("SchedulerManager.run_instance",)),
+    ("the notification thread's other work", ("NotificationSender._run",)),
+    ("reports written by their thread", ("ReportIngest._run",)),
+    ("the consumer thread (reports' frames included)", ("TopicConsumer._consume_loop",
+                                                        "TopicConsumer._work_loop")),
+)
+
+
+def steps(raw: Path, requests: int, rate: int = 200) -> list[tuple[str, float, float]]:
+    """(step, ms of samples per request, % of samples) for each of STEPS
+    and "other", from ``py-spy record --format raw`` of ``requests``
+    requests at ``rate`` samples a second."""
+    names = {name: label for label, found in STEPS for name in found}
+    counts: collections.Counter = collections.Counter()
+    samples = 0
+    for line in Path(raw).read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        samples += int(count)
+        label = "other"
+        for frame in reversed(stack.split(";")):
+            label = names.get(frame.strip().partition(" (")[0], label)
+            if label != "other":
+                break
+        counts[label] += int(count)
+    per_request = 1000.0 / rate / max(requests, 1)
+    order = [label for label, _ in STEPS] + ["other"]
+    rows = [(label, counts[label] * per_request, 100.0 * counts[label] / max(samples, 1))
+            for label in order]
+    rows.append(("all samples", samples * per_request, 100.0))
+    return rows
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Samples per request by step, from py-spy's raw stacks "
+                    "(e2e_bench.py --py-spy --keep leaves py-spy-requests.txt)")
+    parser.add_argument("raw", nargs="+", type=Path)
+    parser.add_argument("--requests", type=int, required=True)
+    parser.add_argument("--rate", type=int, default=200)
+    args = parser.parse_args()
+    tables = [steps(raw, args.requests, args.rate) for raw in args.raw]
+    print(f"{'step':<52}" + "".join(f"{'ms/req':>9}{'%':>7}" for _ in tables))
+    for i, (label, _, _) in enumerate(tables[0]):
+        print(f"{label:<52}" + "".join(f"{t[i][1]:9.3f}{t[i][2]:7.1f}" for t in tables))
