@@ -51,7 +51,18 @@ def unpack(body: Any) -> Any:
     if not version_is_compatible(_ENVELOPE_VERSION, body[_VERSION_KEY]):
         raise ValueError(f"RPC envelope version {body[_VERSION_KEY]} is not "
                          f"supported (this consumer reads {_ENVELOPE_VERSION})")
-    return json.loads(body[_MESSAGE_KEY])
+    return message_of(body[_MESSAGE_KEY])
+
+
+def message_of(text: str) -> Any:
+    """The message in an envelope's ``oslo.message`` text, read by orjson
+    (twice as fast as ``json``, read for every report and request); by
+    ``json`` what orjson refuses and ``json`` reads (NaN, an integer
+    beyond 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def pack(message: dict) -> dict:

