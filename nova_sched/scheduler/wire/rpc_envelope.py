@@ -101,7 +101,9 @@ def pack_text(message: dict) -> str:
     building the envelope's dict for a serializer to encode again. Values
     JSON has no type for go through oslo's ``to_primitive``, as in
     ``pack``."""
-    return _TEXT_HEAD + json.dumps(message_text(message)) + "}"
+    # orjson quotes the text as json would, without escaping what is not
+    # ASCII: the body is sent as utf-8 either way.
+    return _TEXT_HEAD + orjson.dumps(message_text(message)).decode() + "}"
 
 
 class _UniqueIds:

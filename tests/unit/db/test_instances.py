@@ -28,3 +28,22 @@ def test_latest_fault_messages_keeps_the_newest_fault(db, monkeypatch):
     assert db_instances.latest_fault_messages(["a", "b", "c"]) == {
         "a": "second", "b": "only"}
     assert db_instances.latest_fault_messages([]) == {}
+
+
+def test_stored_request_reads_back_as_json_would_have_stored_it(db):
+    # A request as the broker gave it, and what an in-process caller may
+    # add: datetimes and sets as text, keys JSON has no type for, an
+    # integer beyond 64 bits, text that is not ASCII.
+    import datetime
+    import json
+
+    spec = {"instance_properties": {"uuid": "u1", "display_name": "caf\u00e9",
+                                    "launched_at": datetime.datetime(2026, 12, 3, 8, 0),
+                                    "tags": {"a"}},
+            "by_index": {0: "first"}, "big": 2 ** 70}
+    request = db_instances.StoredRequest(spec, {"retry": {"num_attempts": 1}}, None,
+                                         True, True, needs_secrets=False)
+    db_instances.ensure_instances(["u1"], {}, request=request)
+    stored = db_instances.stored_request("u1")
+    assert stored.request_spec == json.loads(json.dumps(spec, default=str))
+    assert stored.filter_properties == {"retry": {"num_attempts": 1}}
