@@ -103,8 +103,8 @@ STEPS = (
     ("the request's other work (events, notifications)", ("SchedulerManager.run_instance",)),
     ("the notification thread's other work", ("NotificationSender._run",)),
     ("reports written by their thread", ("ReportIngest._run",)),
-    ("the consumer thread (reports' frames included)", ("TopicConsumer._consume_loop",
-                                                        "TopicConsumer._work_loop")),
+    ("the consumer thread, the workers' loops (reports included)",
+     ("TopicConsumer._consume_loop", "TopicConsumer._work_loop")),
 )
 
 
