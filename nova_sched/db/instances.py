@@ -12,10 +12,10 @@ import datetime as dt
 import json
 from typing import Any, Iterable
 
-import orjson
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from nova_sched import json_text
 from nova_sched.db import api as db_api
 from nova_sched.db import models
 from nova_sched.db.driver_sql import execute, execute_many, insert_id
@@ -104,19 +104,10 @@ class StoredRequest:
                 "needs_secrets": bool(self.needs_secrets)}
 
 
-# As json.dumps(value, default=str) writes it: datetimes through str().
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS
-
-
 def _json(value: Any) -> str:
     # Requests arrive as JSON from the broker; default=str covers a stray
-    # non-JSON value rather than failing the request over its copy. orjson
-    # writes a boot's request in a fifth of json's time; json what orjson
-    # cannot (an integer beyond 64 bits).
-    try:
-        return orjson.dumps(value, default=str, option=_ORJSON_OPTIONS).decode()
-    except TypeError:
-        return json.dumps(value, default=str)
+    # non-JSON value rather than failing the request over its copy.
+    return json_text.dumps(value, str)
 
 
 @db_api.retry_on_disconnect
