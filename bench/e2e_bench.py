@@ -145,14 +145,21 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def cpu_seconds(root: int) -> float:
-    """User + system CPU of ``root``'s tree (reaped children included)."""
-    ticks = 0
+def cpu_times(root: int) -> tuple[float, float]:
+    """User and system CPU seconds of ``root``'s tree (reaped children
+    included)."""
+    user = system = 0
     for pid in process_tree(root):
         fields = _stat_fields(pid)
         if fields:  # utime, stime, cutime, cstime: fields 14-17 of stat
-            ticks += sum(int(f) for f in fields[11:15])
-    return ticks / _TICK
+            user += int(fields[11]) + int(fields[13])
+            system += int(fields[12]) + int(fields[14])
+    return user / _TICK, system / _TICK
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU of ``root``'s tree (reaped children included)."""
+    return sum(cpu_times(root))
 
 
 def memory_mb(root: int) -> float:
@@ -574,12 +581,14 @@ class Run:
                *[(self.args.report_interval, base)] * len(self.reporters))
         self.reporting_base = base
 
-    def reports_only(self) -> dict:
+    def reports_only(self, profile: bool = False) -> dict:
         """One report interval of re-reports, no requests."""
         interval = self.args.report_interval
         delay = self.reporting_base - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        recording = (pyspy.Recording(self.daemon.pid, self.workdir / "py-spy-reports.txt")
+                     .start() if profile else None)
         since = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         sent0 = sum(s["sent"] for s in gather(self.reporters, "stats"))
         cpu0, t0 = cpu_seconds(self.daemon.pid), time.monotonic()
@@ -595,6 +604,8 @@ class Run:
             say(f"the reporters fell {late:.1f} s behind their schedule: "
                 "fewer reports were offered than planned")
         self.reports_cpu_per_s = cpu / elapsed
+        if recording is not None:
+            recording.stop()  # its stacks stay in the work directory
         return {
             "oldest_report_age_s": self.db.oldest_report_age(),
             "offered_per_s": sent / elapsed,
@@ -710,12 +721,13 @@ class Run:
         self.compute.call("take")  # forget stray arrivals of an earlier phase
         recording = (pyspy.Recording(self.daemon.pid, self.workdir / "py-spy-requests.txt")
                      .start() if profile else None)
-        cpu0, wall0 = cpu_seconds(self.daemon.pid), time.monotonic()
+        (user0, sys0), wall0 = cpu_times(self.daemon.pid), time.monotonic()
         sent = self._cast("scheduler", count, rate)
         casts = sent["casts"]
         arrivals, failed, duplicates = self._await(
             self.compute, casts, sent["t_last"] + self.args.deadline, True)
-        cpu = cpu_seconds(self.daemon.pid) - cpu0
+        user1, sys1 = cpu_times(self.daemon.pid)
+        cpu, system = user1 - user0 + sys1 - sys0, sys1 - sys0
         # What the reports (and the daemon's idle work) cost over as long,
         # as the reports-only interval measured it: the rest is the requests'.
         reports_cpu = self.reports_cpu_per_s * (time.monotonic() - wall0)
@@ -735,6 +747,9 @@ class Run:
             "daemon_cpu_ms_per_request": cpu * 1000 / len(arrivals) if arrivals else None,
             "daemon_cpu_ms_per_request_excl_reports":
                 max(0.0, cpu - reports_cpu) * 1000 / len(arrivals) if arrivals else None,
+            # The kernel's part (sockets, the database file, threads woken):
+            # work no Python profile shows.
+            "daemon_system_share": system / cpu if cpu > 0 else None,
         }
         if top is not None:
             out["profile"] = top
@@ -774,7 +789,7 @@ class Run:
         self.start_reporting()
         say(f"{tag} re-reporting every {a.report_interval:g} s; "
             f"{a.report_interval:g} s of reports only")
-        result["reports_only"] = self.reports_only()
+        result["reports_only"] = self.reports_only(profile=a.py_spy)
         say(f"{tag} no-op server while the hosts re-report: {a.requests} casts as "
             "the clients cast them, then from a full queue")
         result["noop"] = self.noop_baseline(preload=False)
@@ -881,6 +896,8 @@ def table(results: list[dict], args) -> str:
         lambda r: _num(r["requests"]["daemon_cpu_ms_per_request"], "{:.1f}"))
     row("  reports excluded",
         lambda r: _num(r["requests"].get("daemon_cpu_ms_per_request_excl_reports"), "{:.2f}"))
+    row("  of it in the kernel", lambda r: _num(
+        r["requests"].get("daemon_system_share"), "{:.0%}"))
     row("no-op call round trip p50 / p99 ms", lambda r: "{} / {}".format(
         _num(r["noop_round_trip"]["p50"], "{:.1f}"), _num(r["noop_round_trip"]["p99"], "{:.1f}")))
     if any("paced" in r for r in results):
@@ -976,7 +993,8 @@ def parse_args(argv=None):
                         "database is created on it and dropped after")
     p.add_argument("--py-spy", action="store_true",
                    help="profile the daemon (py-spy record --gil) over the flat-out "
-                        "requests and print its top functions")
+                        "requests and print its top functions; the reports-only "
+                        "interval's stacks go to py-spy-reports.txt (with --keep)")
     p.add_argument("--set", action="append", default=[], metavar="GROUP.OPTION=VALUE",
                    help="a daemon option (e.g. scheduler.request_threads=8); repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -22,12 +22,16 @@ import orjson
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
-def dumps(value: Any, default: Callable[[Any], Any]) -> str:
-    """``json.dumps(value, default=default)``'s document."""
+def dumps(value: Any, default: Callable[[Any], Any] | None = None,
+          sort_keys: bool = False) -> str:
+    """``json.dumps(value, default=default, sort_keys=sort_keys)``'s
+    document; without ``default``, TypeError for a value JSON has no type
+    for."""
+    option = _OPTIONS | orjson.OPT_SORT_KEYS if sort_keys else _OPTIONS
     try:
-        return orjson.dumps(value, default=default, option=_OPTIONS).decode()
+        return orjson.dumps(value, default=default, option=option).decode()
     except TypeError:  # orjson.JSONEncodeError included
-        return json.dumps(value, default=default)
+        return json.dumps(value, default=default, sort_keys=sort_keys)
 
 
 def quoted(text: str) -> str:

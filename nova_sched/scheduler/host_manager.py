@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import logging
 import sys
 import threading
@@ -31,6 +30,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from nova_sched import json_text
 from nova_sched.capacity import RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
@@ -75,7 +75,7 @@ def _json(text: str | None, default: Any) -> Any:
     if not text:
         return default
     try:
-        return json.loads(text)
+        return json_text.loads(text)
     except ValueError:
         return default
 

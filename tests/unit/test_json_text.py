@@ -30,3 +30,16 @@ def test_text_orjson_refuses_is_read_as_json_reads_it():
 def test_quoted_text_reads_back_as_itself():
     text = 'a "quoted" caf\u00e9 \\ line\nnext'
     assert json.loads(json_text.quoted(text)) == text
+
+
+def test_sorted_documents_and_values_json_has_no_type_for():
+    value = {"zeta": [3, {"b": 1, "a": 2}], "alpha": None}
+    assert json_text.dumps(value, sort_keys=True) == json.dumps(
+        value, sort_keys=True, separators=(",", ":"))
+    # Without a default, as with json.dumps: refused, for the caller to say so.
+    for refused in ({"when": datetime.datetime(2026, 12, 3)}, {"x": object()}):
+        try:
+            json_text.dumps(refused, sort_keys=True)
+        except TypeError:
+            continue
+        raise AssertionError(f"{refused} was written")

@@ -7,12 +7,11 @@ corrupt what the scheduler knows about it.
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from typing import Any
 
-from nova_sched import exception
+from nova_sched import exception, json_text
 from nova_sched.capacity import RESOURCES
 from nova_sched.db import node_uuids
 
@@ -89,7 +88,7 @@ def _json_value(value: Any, key: str, kind: type) -> tuple[Any, str | None]:
         return None, None
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value else kind()
+            value = json_text.loads(value) if value else kind()
         except ValueError:
             if kind is not str:
                 raise exception.InvalidComputeReport(f"{key} is not valid JSON")
@@ -98,7 +97,7 @@ def _json_value(value: Any, key: str, kind: type) -> tuple[Any, str | None]:
             f"{key} must be a {kind.__name__}, got {type(value).__name__}"
         )
     try:
-        return value, json.dumps(value, sort_keys=True)
+        return value, json_text.dumps(value, sort_keys=True)
     except (TypeError, ValueError):
         raise exception.InvalidComputeReport(f"{key} cannot be serialised")
 

@@ -323,11 +323,13 @@ class _Endpoint:
 
     def __init__(self):
         self.reports: list[tuple[dict, str]] = []
+        self.report_contexts: list = []
         self.gate = threading.Event()
         self.started = threading.Event()
 
     @messaging.expose
     def compute_node_update(self, context, compute_node):
+        self.report_contexts.append(context)
         self.reports.append((compute_node, threading.current_thread().name))
 
     @messaging.expose
@@ -402,6 +404,21 @@ def test_casts_calls_and_remote_errors_over_the_wire(served):
     _wait(lambda: consumer.acknowledged == 5, "five acknowledgements")
     assert consumer.in_hand() == 0 and consumer.dropped_acks == 0
     assert consumer.problem() is None
+
+
+def test_reports_are_handled_without_building_a_request_context(served, monkeypatch):
+    consumer, endpoint, client = served
+
+    def refuse(values):
+        raise AssertionError("a report built a RequestContext")
+    monkeypatch.setattr(rpc.RequestContext, "from_wire", classmethod(
+        lambda cls, values: refuse(values)))
+    ctxt = rpc.RequestContext(request_id="req-report", overwrite=False)
+    client.cast(ctxt, "compute_node_update", compute_node={"host": "h2"})
+    _wait(lambda: endpoint.reports, "the inline report")
+    assert endpoint.reports == [({"host": "h2"}, "topic-consumer")]
+    # The caller's context as it travelled.
+    assert endpoint.report_contexts[0]["request_id"] == "req-report"
 
 
 def test_bodies_of_every_encoding_a_sender_may_choose_are_read(served):
