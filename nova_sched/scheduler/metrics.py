@@ -96,10 +96,22 @@ class SchedulerMetrics:
             registry=reg, multiprocess_mode="livesum")
         for state in HOST_STATES:
             self.hosts.labels(state)
+        # (instrument, label values) -> its child: ``labels()`` checks and
+        # locks on every call, several times the increment's cost, and a
+        # daemon counts a thousand reports a second. The label values are
+        # few (methods, outcomes, filter names), so the dict stays small.
+        self._children: dict[tuple, object] = {}
+
+    def _child(self, instrument, *label_values: str):
+        child = self._children.get((instrument, label_values))
+        if child is None:
+            child = self._children[(instrument, label_values)] = (
+                instrument.labels(*label_values))
+        return child
 
     # -- what the code counts ------------------------------------------------
     def request(self, method: str, outcome: str) -> None:
-        self.requests.labels(method, outcome).inc()
+        self._child(self.requests, method, outcome).inc()
 
     def decided(self, decision_s: float, claim_s: float | None = None) -> None:
         self.decision_seconds.observe(decision_s)
@@ -109,13 +121,13 @@ class SchedulerMetrics:
     def filtered(self, removed_counts) -> None:
         """A decision's (filter, hosts removed) pairs."""
         for name, count in removed_counts:
-            self.filter_removed.labels(name).inc(count)
+            self._child(self.filter_removed, name).inc(count)
 
     def report(self, outcome: str) -> None:
-        self.compute_reports.labels(outcome).inc()
+        self._child(self.compute_reports, outcome).inc()
 
     def database_retry(self, reason: str) -> None:
-        self.database_retries.labels(reason).inc()
+        self._child(self.database_retries, reason).inc()
 
     def reconnected(self, seconds_away: float) -> None:
         self.broker_reconnects.inc()
