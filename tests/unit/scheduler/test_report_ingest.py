@@ -12,6 +12,7 @@ from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import models
 from nova_sched.scheduler.cloud import compute_report
 from nova_sched.scheduler.host_manager import HostManager
+from nova_sched.scheduler.cloud import report_ingest
 from nova_sched.scheduler.cloud.report_ingest import ReportIngest
 from tests.unit.scheduler.conftest import compute_report as report
 
@@ -105,6 +106,30 @@ def test_coalescing_keeps_the_latest_report_of_each_node(db):
     assert [e for e in written if e.startswith("c1:")][-1] == "c1:2099"
     assert ingest.coalesced >= 190
     assert ingest.received == 201
+
+
+def test_a_large_backlog_is_written_in_bounded_transactions(db, monkeypatch):
+    # Claims wait for the write lock a batch holds: no transaction may
+    # carry more than BATCH_MAX reports, however many are queued.
+    monkeypatch.setattr(report_ingest, "BATCH_MAX", 20)
+    hm = HostManager()
+    store = GatedStore()
+    ingest = ReportIngest(hm, store)
+    ingest.start()
+    try:
+        store.gate.clear()
+        ingest.submit(_values("c0", memory_mb=1000))  # taken by the writer, held
+        hosts = [f"n{i:03d}" for i in range(2 * report_ingest.BATCH_MAX + 50)]
+        for host in hosts:
+            ingest.submit(_values(host, memory_mb=2048))
+        store.gate.set()
+        assert ingest.flush()
+    finally:
+        ingest.stop()
+    sizes = [len(batch) for batch in store.batches]
+    assert max(sizes) <= report_ingest.BATCH_MAX
+    assert sum(sizes) == len(hosts) + 1
+    assert set(_stored()) == set(hosts) | {"c0"}
 
 
 def test_a_failed_batch_is_logged_and_written_again(db, caplog, monkeypatch):
