@@ -83,21 +83,29 @@ def test_a_known_node_is_applied_at_once_without_reading_the_database(db, monkey
     assert _stored()["c1"].memory_mb == 8192
 
 
-def test_coalescing_keeps_the_latest_report_of_each_node(db):
-    hm = HostManager()
+def _queued_behind_a_held_batch(submit_more) -> tuple[ReportIngest, GatedStore]:
+    """A writer holding its first batch (one report) while ``submit_more(
+    ingest)`` queues more; then everything written."""
     store = GatedStore()
-    ingest = ReportIngest(hm, store)
+    ingest = ReportIngest(HostManager(), store)
     ingest.start()
     try:
         store.gate.clear()
         ingest.submit(_values("c0", memory_mb=1000))  # taken by the writer, held
-        for mb in range(2000, 2100):
-            ingest.submit(_values("c1", memory_mb=mb))
-            ingest.submit(_values("c2", memory_mb=mb + 1000))
+        submit_more(ingest)
         store.gate.set()
         assert ingest.flush()
     finally:
         ingest.stop()
+    return ingest, store
+
+
+def test_coalescing_keeps_the_latest_report_of_each_node(db):
+    def submit_more(ingest):
+        for mb in range(2000, 2100):
+            ingest.submit(_values("c1", memory_mb=mb))
+            ingest.submit(_values("c2", memory_mb=mb + 1000))
+    ingest, store = _queued_behind_a_held_batch(submit_more)
     stored = _stored()
     assert (stored["c1"].memory_mb, stored["c2"].memory_mb) == (2099, 3099)
     written = [entry for batch in store.batches for entry in batch]
@@ -112,20 +120,12 @@ def test_a_large_backlog_is_written_in_bounded_transactions(db, monkeypatch):
     # Claims wait for the write lock a batch holds: no transaction may
     # carry more than BATCH_MAX reports, however many are queued.
     monkeypatch.setattr(report_ingest, "BATCH_MAX", 20)
-    hm = HostManager()
-    store = GatedStore()
-    ingest = ReportIngest(hm, store)
-    ingest.start()
-    try:
-        store.gate.clear()
-        ingest.submit(_values("c0", memory_mb=1000))  # taken by the writer, held
-        hosts = [f"n{i:03d}" for i in range(2 * report_ingest.BATCH_MAX + 50)]
+    hosts = [f"n{i:03d}" for i in range(2 * report_ingest.BATCH_MAX + 50)]
+
+    def submit_more(ingest):
         for host in hosts:
             ingest.submit(_values(host, memory_mb=2048))
-        store.gate.set()
-        assert ingest.flush()
-    finally:
-        ingest.stop()
+    _, store = _queued_behind_a_held_batch(submit_more)
     sizes = [len(batch) for batch in store.batches]
     assert max(sizes) <= report_ingest.BATCH_MAX
     assert sum(sizes) == len(hosts) + 1
