@@ -438,7 +438,8 @@ class TopicConsumer:
     names the first endpoint's methods run on the consumer thread (they
     must be quick and must not block, and are given the caller's context
     as the dict it travelled as, not the serializer's); the rest run on
-    ``threads`` worker threads. ``serializer`` turns wire contexts into the endpoint's.
+    ``threads`` worker threads. ``serializer`` turns wire contexts into
+    the endpoint's.
     ``on_backlog(seconds)`` is told, about once a second, how far behind the
     topic's queue the consumer runs (``backlog_seconds``). ``guard`` (a
     RedeliveryGuard) counts and gives up requests delivered again; without
@@ -889,7 +890,7 @@ class TopicConsumer:
                 raise TypeError(f"arguments must be a dict, not {type(args).__name__}")
             # The context as it travelled: an inline method (a compute
             # report, a thousand a second) does not read it, and building
-            # a RequestContext cost a tenth of handling the report.
+            # a RequestContext cost about 20 us of a report's 0.5 ms.
             handler(ctxt, **args)
         except Exception:
             LOG.exception("Handling a %s cast failed; message dropped",
