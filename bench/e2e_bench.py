@@ -49,7 +49,11 @@ consumes its topic. Then it measures, in order:
    ``compute.<host>`` for every host, noting when each instance arrives.
    run_instance/s sustained = instances arrived / (last arrival - first
    cast); latency = arrival - cast, p50 and p99; the daemon's CPU per
-   request over the phase (report ingestion included). An instance that
+   request over the phase (report ingestion included), and that CPU
+   thread by thread with each thread's context switches per request
+   (``/proc/<pid>/task``: the names ``nova_sched.os_thread_names`` gives
+   the daemon's threads), which shows the kernel's work and the handoffs
+   between threads that a Python profile does not. An instance that
    neither arrived nor is in ERROR in the ``instances`` table by
    ``--deadline`` seconds after the last cast is **lost**: each is printed
    with its row (and those that turn up later in the run are counted).
@@ -82,6 +86,7 @@ import datetime as dt
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -155,6 +160,44 @@ def cpu_times(root: int) -> tuple[float, float]:
             user += int(fields[11]) + int(fields[13])
             system += int(fields[12]) + int(fields[14])
     return user / _TICK, system / _TICK
+
+
+# The daemon's threads by the names nova_sched.os_thread_names gives them
+# in the kernel (the request threads counted together).
+THREAD_GROUPS = (("request threads", r"request-worke-\d+"),
+                 ("consumer thread (reports too)", "topic-consumer"),
+                 ("notification thread", "notifications"),
+                 ("report writer", "report-writer"))
+
+
+def thread_times(root: int) -> dict[str, list[float]]:
+    """Per thread group of ``root``'s tree: user and system CPU seconds and
+    voluntary and involuntary context switches (``/proc/<pid>/task``)."""
+    groups: dict[str, list[float]] = {}
+    for pid in process_tree(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            base = f"/proc/{pid}/task/{tid}"
+            try:
+                comm = Path(f"{base}/comm").read_text().strip()
+                fields = Path(f"{base}/stat").read_text()
+                status = Path(f"{base}/status").read_text()
+            except OSError:
+                continue
+            fields = fields[fields.rindex(")") + 2:].split()
+            switches = dict(line.split(":\t") for line in status.splitlines()
+                            if "ctxt_switches" in line)
+            label = next((label for label, pattern in THREAD_GROUPS
+                          if re.fullmatch(pattern, comm)), "other threads")
+            total = groups.setdefault(label, [0.0, 0.0, 0.0, 0.0])
+            for i, value in enumerate((int(fields[11]) / _TICK, int(fields[12]) / _TICK,
+                                       int(switches["voluntary_ctxt_switches"]),
+                                       int(switches["nonvoluntary_ctxt_switches"]))):
+                total[i] += value
+    return groups
 
 
 def cpu_seconds(root: int) -> float:
@@ -722,11 +765,13 @@ class Run:
         recording = (pyspy.Recording(self.daemon.pid, self.workdir / "py-spy-requests.txt")
                      .start() if profile else None)
         (user0, sys0), wall0 = cpu_times(self.daemon.pid), time.monotonic()
+        threads0 = thread_times(self.daemon.pid)
         sent = self._cast("scheduler", count, rate)
         casts = sent["casts"]
         arrivals, failed, duplicates = self._await(
             self.compute, casts, sent["t_last"] + self.args.deadline, True)
         user1, sys1 = cpu_times(self.daemon.pid)
+        threads1 = thread_times(self.daemon.pid)
         cpu, system = user1 - user0 + sys1 - sys0, sys1 - sys0
         # What the reports (and the daemon's idle work) cost over as long,
         # as the reports-only interval measured it: the rest is the requests'.
@@ -750,6 +795,15 @@ class Run:
             # The kernel's part (sockets, the database file, threads woken):
             # work no Python profile shows.
             "daemon_system_share": system / cpu if cpu > 0 else None,
+            # Where it went, thread by thread (user + system ms and context
+            # switches per request), reports and idle work included.
+            "by_thread": {
+                label: {"cpu_ms": (after[0] + after[1] - before[0] - before[1]) * 1000
+                        / len(arrivals),
+                        "switches": (after[2] + after[3] - before[2] - before[3])
+                        / len(arrivals)}
+                for label, after in threads1.items()
+                for before in [threads0.get(label, [0.0] * 4)]} if arrivals else {},
         }
         if top is not None:
             out["profile"] = top
@@ -898,6 +952,9 @@ def table(results: list[dict], args) -> str:
         lambda r: _num(r["requests"].get("daemon_cpu_ms_per_request_excl_reports"), "{:.2f}"))
     row("  of it in the kernel", lambda r: _num(
         r["requests"].get("daemon_system_share"), "{:.0%}"))
+    for label, _pattern in THREAD_GROUPS + (("other threads", ""),):
+        row(f"    {label}: CPU ms / switches", lambda r, label=label: _per_thread(
+            r["requests"].get("by_thread", {}).get(label)))
     row("no-op call round trip p50 / p99 ms", lambda r: "{} / {}".format(
         _num(r["noop_round_trip"]["p50"], "{:.1f}"), _num(r["noop_round_trip"]["p99"], "{:.1f}")))
     if any("paced" in r for r in results):
@@ -926,6 +983,12 @@ def table(results: list[dict], args) -> str:
                          f"workers={r['workers']} {r['requests']['arrived_per_s'] / base:.2f}x"
                          for r in results[1:]))
     return "\n".join(lines)
+
+
+def _per_thread(figures: dict | None) -> str:
+    if not figures:
+        return "-"
+    return f"{figures['cpu_ms']:.2f} / {figures['switches']:.1f}"
 
 
 def _ratio(noop: dict, req: dict) -> float | None:

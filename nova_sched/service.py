@@ -17,6 +17,7 @@ from nova_sched.conf import scheduler as conf_scheduler
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
 from nova_sched.health import HealthMonitor, RecentEvents, WorkerHealthFiles
+from nova_sched.os_thread_names import name_os_threads
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
 from nova_sched.publish_watch import SLOW as PUBLISH_SLOW
 from nova_sched.scheduler import claim_stores
@@ -122,6 +123,7 @@ class SchedulerService:
         self._periodic = threading.Thread(target=self._run_periodic,
                                           name="periodic-tasks", daemon=True)
         self._periodic.start()
+        name_os_threads()
         LOG.info("nova-sched %s consuming topic %s (exchange %s), driver %s",
                  CONF.host, CONF.scheduler_topic, CONF.control_exchange,
                  CONF.scheduler.driver)
@@ -157,6 +159,7 @@ class SchedulerService:
                 self.poison_guard.purge()
                 self.manager.cycle.refresh()
                 self._log_stats()
+                name_os_threads()  # and those started since
             except Exception:  # a periodic task must never kill the daemon
                 LOG.exception("Periodic task failed; will try again")
 
