@@ -798,9 +798,10 @@ class Run:
             # Where it went, thread by thread (user + system ms and context
             # switches per request), reports and idle work included.
             "by_thread": {
-                label: {"cpu_ms": (after[0] + after[1] - before[0] - before[1]) * 1000
-                        / len(arrivals),
-                        "switches": (after[2] + after[3] - before[2] - before[3])
+                # A thread that ended meanwhile takes its counts with it.
+                label: {"cpu_ms": max(0.0, after[0] + after[1] - before[0] - before[1])
+                        * 1000 / len(arrivals),
+                        "switches": max(0.0, after[2] + after[3] - before[2] - before[3])
                         / len(arrivals)}
                 for label, after in threads1.items()
                 for before in [threads0.get(label, [0.0] * 4)]} if arrivals else {},
