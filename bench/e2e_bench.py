@@ -125,7 +125,9 @@ def say(msg: str) -> None:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``pid``
+    may be ``<pid>/task/<tid>``: a thread's)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -171,8 +173,8 @@ THREAD_GROUPS = (("request threads", r"request-worke-\d+"),
 
 
 def thread_times(root: int) -> dict[str, list[float]]:
-    """Per thread group of ``root``'s tree: user and system CPU seconds and
-    voluntary and involuntary context switches (``/proc/<pid>/task``)."""
+    """Per thread group of ``root``'s tree: CPU seconds (user + system) and
+    context switches (voluntary and involuntary), ``/proc/<pid>/task``."""
     groups: dict[str, list[float]] = {}
     for pid in process_tree(root):
         try:
@@ -180,24 +182,34 @@ def thread_times(root: int) -> dict[str, list[float]]:
         except OSError:
             continue
         for tid in tids:
-            base = f"/proc/{pid}/task/{tid}"
+            thread = f"{pid}/task/{tid}"
+            fields = _stat_fields(thread)
             try:
-                comm = Path(f"{base}/comm").read_text().strip()
-                fields = Path(f"{base}/stat").read_text()
-                status = Path(f"{base}/status").read_text()
+                comm = Path(f"/proc/{thread}/comm").read_text().strip()
+                status = Path(f"/proc/{thread}/status").read_text()
             except OSError:
+                fields = None
+            if fields is None:  # the thread has ended
                 continue
-            fields = fields[fields.rindex(")") + 2:].split()
-            switches = dict(line.split(":\t") for line in status.splitlines()
-                            if "ctxt_switches" in line)
             label = next((label for label, pattern in THREAD_GROUPS
                           if re.fullmatch(pattern, comm)), "other threads")
-            total = groups.setdefault(label, [0.0, 0.0, 0.0, 0.0])
-            for i, value in enumerate((int(fields[11]) / _TICK, int(fields[12]) / _TICK,
-                                       int(switches["voluntary_ctxt_switches"]),
-                                       int(switches["nonvoluntary_ctxt_switches"]))):
-                total[i] += value
+            total = groups.setdefault(label, [0.0, 0.0])
+            total[0] += (int(fields[11]) + int(fields[12])) / _TICK
+            total[1] += sum(int(line.split()[1]) for line in status.splitlines()
+                            if "ctxt_switches:" in line)
     return groups
+
+
+def per_request(before: dict[str, list[float]], after: dict[str, list[float]],
+                requests: int) -> dict[str, dict[str, float]]:
+    """``thread_times`` over an interval, per request: CPU ms and switches
+    by thread group (a thread that ended meanwhile took its counts with
+    it: never below zero)."""
+    return {label: {"cpu_ms": max(0.0, now[0] - before.get(label, [0.0, 0.0])[0])
+                    * 1000 / requests,
+                    "switches": max(0.0, now[1] - before.get(label, [0.0, 0.0])[1])
+                    / requests}
+            for label, now in after.items()}
 
 
 def cpu_seconds(root: int) -> float:
@@ -797,14 +809,7 @@ class Run:
             "daemon_system_share": system / cpu if cpu > 0 else None,
             # Where it went, thread by thread (user + system ms and context
             # switches per request), reports and idle work included.
-            "by_thread": {
-                # A thread that ended meanwhile takes its counts with it.
-                label: {"cpu_ms": max(0.0, after[0] + after[1] - before[0] - before[1])
-                        * 1000 / len(arrivals),
-                        "switches": max(0.0, after[2] + after[3] - before[2] - before[3])
-                        / len(arrivals)}
-                for label, after in threads1.items()
-                for before in [threads0.get(label, [0.0] * 4)]} if arrivals else {},
+            "by_thread": per_request(threads0, threads1, len(arrivals)) if arrivals else {},
         }
         if top is not None:
             out["profile"] = top

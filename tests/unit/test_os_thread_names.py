@@ -35,5 +35,3 @@ def test_every_thread_is_named_as_python_names_it():
         done.set()
         for thread in threads:
             thread.join()
-    # Threads that have ended are passed over.
-    name_os_threads()

@@ -52,11 +52,6 @@ _FLUSH_TIMEOUT = 10.0
 _STOP = object()
 # Notifications published at most before their confirms are read.
 _BATCH = 64
-# Seconds the thread lets notifications gather after the first one it
-# takes, before it publishes them: a busy daemon's requests then share a
-# publish and a wait for confirms instead of paying one each (a boot
-# queues three, at different moments).
-_LINGER = 0.02
 
 
 def notification_url(conf) -> messaging.TransportURL:
@@ -136,8 +131,6 @@ class NotificationSender:
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
-            if batch[0] is not _STOP:
-                time.sleep(_LINGER)
             # What queued meanwhile goes in the same batch: its confirms
             # are read together.
             while len(batch) < _BATCH and batch[-1] is not _STOP:

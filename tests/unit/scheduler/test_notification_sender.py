@@ -116,28 +116,6 @@ def test_the_request_does_not_wait_for_the_broker(memory_broker, monkeypatch):
     sender.stop()
 
 
-def test_notifications_queued_moments_apart_share_one_publish(memory_broker, monkeypatch):
-    """A boot's three notifications are queued at different moments of the
-    request; those queued within the linger go out in one publish (one wait
-    for the broker's confirms), in order."""
-    monkeypatch.setattr(notification_sender, "_LINGER", 0.5)
-    sender = notification_sender.NotificationSender(
-        memory_broker, "scheduler.t", rpc.ContextSerializer())
-    real, batches = sender._publisher.publish_many, []
-
-    def recorded(messages):
-        batches.append([m.what for m in messages])
-        real(messages)
-
-    monkeypatch.setattr(sender._publisher, "publish_many", recorded)
-    for i in range(3):
-        sender.info(None, f"test.{i}", {"i": i})
-        time.sleep(0.02)  # the sender has taken the first one by now
-    _wait(lambda: sender.sent == 3, "the notifications sent")
-    sender.stop()
-    assert batches == [[f"notification test.{i}" for i in range(3)]]
-
-
 def test_a_failed_publish_is_logged_and_sent_again(memory_broker, monkeypatch, caplog):
     sender = notification_sender.NotificationSender(
         memory_broker, "scheduler.t", rpc.ContextSerializer())
