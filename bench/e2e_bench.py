@@ -98,6 +98,7 @@ from pathlib import Path
 
 import e2e_peers  # puts tests/functional on sys.path; threading backend first
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+import perf_profile  # noqa: E402  (bench/perf_profile.py)
 import pyspy  # noqa: E402  (bench/pyspy.py)
 import sqlalchemy as sa  # noqa: E402
 
@@ -767,7 +768,8 @@ class Run:
         took = [t * 1000 for t in self.casters[0].call("round_trips", "noop", ROUND_TRIPS)]
         return {"calls": len(took), "p50": percentile(took, 50), "p99": percentile(took, 99)}
 
-    def requests(self, count: int, rate: float | None, profile: bool = False) -> dict:
+    def requests(self, count: int, rate: float | None, profile: bool = False,
+                 perf: bool = False) -> dict:
         """``count`` run_instance requests through the daemon to the computes.
 
         An instance neither arrived nor in ERROR ``--deadline`` seconds
@@ -776,6 +778,8 @@ class Run:
         self.compute.call("take")  # forget stray arrivals of an earlier phase
         recording = (pyspy.Recording(self.daemon.pid, self.workdir / "py-spy-requests.txt")
                      .start() if profile else None)
+        perf_rec = (perf_profile.Recording(self.daemon.pid, self.workdir / "perf-requests.data")
+                    .start() if perf else None)
         (user0, sys0), wall0 = cpu_times(self.daemon.pid), time.monotonic()
         threads0 = thread_times(self.daemon.pid)
         sent = self._cast("scheduler", count, rate)
@@ -789,6 +793,7 @@ class Run:
         # as the reports-only interval measured it: the rest is the requests'.
         reports_cpu = self.reports_cpu_per_s * (time.monotonic() - wall0)
         top = recording.stop() if recording is not None else None
+        native = perf_rec.stop(len(arrivals)) if perf_rec is not None else None
         lost = sorted(casts.keys() - arrivals.keys() - failed)
         latencies = [(arrivals[u] - casts[u]) * 1000 for u in arrivals]
         t_end = max(arrivals.values(), default=sent["t_first"])
@@ -813,6 +818,8 @@ class Run:
         }
         if top is not None:
             out["profile"] = top
+        if native is not None:
+            out["perf"] = native
         if failed:
             out["error_example"] = self.db.first_fault(failed)
         rows = self.db.instance_rows(lost) if lost else {}
@@ -862,7 +869,8 @@ class Run:
         result["settled_s"] = [self.settle(settle_limit)]
         what = f"at {a.rate:g}/s" if a.rate else "as fast as the clients cast"
         say(f"{tag} {a.requests} run_instance requests {what}")
-        result["requests"] = req = self.requests(a.requests, a.rate, profile=a.py_spy)
+        result["requests"] = req = self.requests(a.requests, a.rate, profile=a.py_spy,
+                                                 perf=a.perf)
         say(f"{tag} {req['arrived']} placed ({req['arrived_per_s']:.1f}/s), "
             f"{req['error']} error, {req['lost']} lost")
         if not a.rate and a.paced_fraction > 0 and req["arrived"]:
@@ -1064,6 +1072,10 @@ def parse_args(argv=None):
                    help="profile the daemon (py-spy record --gil) over the flat-out "
                         "requests and print its top functions; the reports-only "
                         "interval's stacks go to py-spy-reports.txt (with --keep)")
+    p.add_argument("--perf", action="store_true",
+                   help="profile the daemon with Linux perf (cpu-clock) over the "
+                        "flat-out requests and print its CPU per request by shared "
+                        "object, thread and symbol (perf-requests.data, with --keep)")
     p.add_argument("--set", action="append", default=[], metavar="GROUP.OPTION=VALUE",
                    help="a daemon option (e.g. scheduler.request_threads=8); repeatable")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -1131,6 +1143,10 @@ def main(argv=None) -> int:
     for r in results:
         if "profile" in r["requests"]:
             print(profile_text(r), file=sys.stderr if args.json else sys.stdout)
+        if "perf" in r["requests"]:
+            print(perf_profile.text(r["requests"]["perf"],
+                                    f"perf, workers={r['workers']}, flat-out requests"),
+                  file=sys.stderr if args.json else sys.stdout)
     if lost:
         print(f"\nLOST requests ({len(lost)}):", file=sys.stderr)
         print("\n".join(lost[:LOST_SHOWN]), file=sys.stderr)

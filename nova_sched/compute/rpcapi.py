@@ -7,7 +7,7 @@ import oslo_messaging as messaging
 from nova_sched import rpc
 from nova_sched.conf import CONF
 from nova_sched.publish_watch import PublishWatch
-from nova_sched.scheduler.wire.publisher import Publisher, envelope, speaks
+from nova_sched.scheduler.wire.publisher import Outgoing, Publisher, envelope, speaks
 
 
 class ComputeAPI:
@@ -18,7 +18,8 @@ class ComputeAPI:
     (its CPU is a third of the client's); on another transport through
     oslo.messaging's client. Either way the broker confirms it before
     ``run_instance`` returns, tried again until it does: a cast is never
-    dropped, and the request is acknowledged only after.
+    dropped, and the request is acknowledged only after. Messages for the
+    same broker may go out with it (``along``), confirmed with it.
     """
 
     RUN_INSTANCE_VERSION = "2.37"
@@ -29,14 +30,22 @@ class ComputeAPI:
         url = messaging.TransportURL.parse(transport.conf)
         self._publisher = (Publisher(transport.conf, url, "compute-casts")
                            if speaks(url) else None)
+        # The broker messages passed ``along`` must go to: None when the
+        # cast goes out through oslo.messaging's client, which takes none.
+        self.url = url if self._publisher is not None else None
         self._exchange = transport.conf.control_exchange
         target = messaging.Target(topic=CONF.compute_topic, version="2.0")
         self.client = rpc.get_client(transport, target)
 
     def run_instance(self, ctxt, instance, host, request_spec, filter_properties,
                      requested_networks, injected_files, admin_password,
-                     is_first_time, node=None, legacy_bdm_in_spec=True):
-        """Ask ``host`` to build ``instance`` (nova Havana's arguments)."""
+                     is_first_time, node=None, legacy_bdm_in_spec=True,
+                     along: list[Outgoing] | tuple = ()):
+        """Ask ``host`` to build ``instance`` (nova Havana's arguments).
+
+        ``along``: messages for the broker at ``url`` published before the
+        cast in one batch, all confirmed before this returns.
+        """
         args = dict(instance=instance, request_spec=request_spec,
                     filter_properties=filter_properties,
                     requested_networks=requested_networks,
@@ -46,14 +55,16 @@ class ComputeAPI:
         what = f"run_instance to {CONF.compute_topic}.{host}"
         with self.watch.publishing(what):
             if self._publisher is None:
+                if along:
+                    raise ValueError("messages along with a cast need its publisher")
                 self.client.prepare(server=host, version=self.RUN_INSTANCE_VERSION).cast(
                     ctxt, "run_instance", **args)
                 return
             message = {"method": "run_instance", "args": args,
                        "version": self.RUN_INSTANCE_VERSION}
-            self._publisher.publish(
+            self._publisher.publish_many([*along, Outgoing(
                 self._exchange, f"{CONF.compute_topic}.{host}",
-                envelope(message, self._serializer.serialize_context(ctxt)), what)
+                envelope(message, self._serializer.serialize_context(ctxt)), what)])
 
     def close(self) -> None:
         if self._publisher is not None:

@@ -124,7 +124,9 @@ class SchedulerManager:
         ``no_valid_host``, ``invalid``, ``error`` or ``duplicate``). Only
         DatabaseUnavailable escapes."""
         try:
-            return self._run_instance(context, spec, boot)
+            # Its notifications wait to go out with its casts.
+            with self.notifier.holding(self.cycle.compute_api.url):
+                return self._run_instance(context, spec, boot)
         except exception.DatabaseUnavailable:
             raise
         except Exception:

@@ -420,13 +420,18 @@ class SchedulingCycle:
             ephemeral_gb=spec.ephemeral_gb, swap=spec.swap)
         self.notifier.run_instance_scheduled(context, request_spec, chosen.host,
                                              chosen.weight, uuid, base=spec.raw)
-        self.compute_api.run_instance(
-            context, instance=instance, host=chosen.host,
-            request_spec=request_spec, filter_properties=fprops,
-            requested_networks=boot.requested_networks,
-            injected_files=boot.injected_files,
-            admin_password=boot.admin_password, is_first_time=boot.is_first_time,
-            node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec)
+        # The request's notifications so far (start, scheduled) go out with
+        # the cast when the manager holds them: one wait for the broker's
+        # confirms, and once the cast is recorded they cannot be lost.
+        with self.notifier.taken() as along:
+            self.compute_api.run_instance(
+                context, instance=instance, host=chosen.host,
+                request_spec=request_spec, filter_properties=fprops,
+                requested_networks=boot.requested_networks,
+                injected_files=boot.injected_files,
+                admin_password=boot.admin_password, is_first_time=boot.is_first_time,
+                node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec,
+                along=along)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)
 

@@ -33,7 +33,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import oslo_messaging as messaging
 from oslo_utils import timeutils
@@ -79,7 +79,10 @@ class NotificationSender:
     def __init__(self, transport, publisher_id: str, serializer, topics=("notifications",),
                  watch: PublishWatch | None = None):
         conf = transport.conf
-        self._publisher = Publisher(conf, notification_url(conf), "notifications")
+        # The broker the notifications go to: a publisher to the same one
+        # may take them along (``taken``).
+        self.url = notification_url(conf)
+        self._publisher = Publisher(conf, self.url, "notifications")
         self._exchange = conf.control_exchange
         self._publisher_id = publisher_id
         self._serializer = serializer
@@ -88,8 +91,11 @@ class NotificationSender:
         self._queue: queue.Queue = queue.Queue(_QUEUE_SIZE)
         self._stopping = threading.Event()
         self._in_hand: list[dict] = []
+        # .items: the notifications a thread holds (``holding``), else None.
+        self._held = threading.local()
         self._last_context: tuple[Any, dict] | None = None
         self.sent = 0
+        self._sent_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="notifications",
                                         daemon=True)
         self._thread.start()
@@ -102,15 +108,56 @@ class NotificationSender:
         self._put(ctxt, event_type, payload, "ERROR")
 
     def _put(self, ctxt, event_type: str, payload: Any, priority: str) -> None:
+        item = ({"message_id": unique_ids.text(), "publisher_id": self._publisher_id,
+                 "event_type": event_type, "priority": priority,
+                 "payload": payload, "timestamp": str(timeutils.utcnow())},
+                self._context(ctxt))
+        held = getattr(self._held, "items", None)
+        if held is not None:
+            held.append(item)
+        else:
+            self._enqueue(item)
+
+    def _enqueue(self, item: tuple[dict, dict]) -> None:
         if self._stopping.is_set():
             LOG.error("Notification %s was not sent: the scheduler is stopping (%s)",
-                      event_type, _instances(payload))
+                      item[0]["event_type"], _instances(item[0]["payload"]))
             return
-        self._queue.put(({"message_id": unique_ids.text(),
-                          "publisher_id": self._publisher_id,
-                          "event_type": event_type, "priority": priority,
-                          "payload": payload, "timestamp": str(timeutils.utcnow())},
-                         self._context(ctxt)))
+        self._queue.put(item)
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Hold the notifications this thread emits in the block for a
+        publish to take along (``taken``); those left are queued, in
+        order, when the block ends."""
+        self._held.items = held = []
+        try:
+            yield
+        finally:
+            self._held.items = None
+            for item in held:
+                self._enqueue(item)
+
+    @contextlib.contextmanager
+    def taken(self) -> Iterator[list[Outgoing]]:
+        """The notifications this thread holds, as messages for the
+        caller to publish (to the broker at ``url``) with its own and have
+        confirmed: they are held no longer. If the block fails they are
+        queued as if they had never been held, and so is every later one
+        until the holding ends: what is queued never overtakes them."""
+        held = getattr(self._held, "items", None)
+        items = list(held or ())
+        if held:
+            held.clear()
+        outgoing = self._outgoing(items)
+        try:
+            yield outgoing
+        except BaseException:
+            self._held.items = None
+            for item in items:
+                self._enqueue(item)
+            raise
+        self._count_sent(len(outgoing))
 
     def _context(self, ctxt) -> dict:
         # As oslo's notifier: the context's redacted copy (no token, no
@@ -147,8 +194,9 @@ class NotificationSender:
             if stop:
                 return
 
-    def _send(self, items: list[tuple[dict, dict]]) -> None:
-        """Publish notifications; tries until the broker confirms them all."""
+    def _outgoing(self, items: list[tuple[dict, dict]]) -> list[Outgoing]:
+        """The notifications as messages, one per topic; one that cannot
+        be serialized is logged and left out."""
         outgoing = []
         for message, context in items:
             try:
@@ -163,6 +211,11 @@ class NotificationSender:
                                      f"{topic}.{message['priority'].lower()}",
                                      body, what, declare_queue=True)
                             for topic in self._topics)
+        return outgoing
+
+    def _send(self, items: list[tuple[dict, dict]]) -> None:
+        """Publish notifications; tries until the broker confirms them all."""
+        outgoing = self._outgoing(items)
         if not outgoing:
             return
         try:
@@ -170,7 +223,11 @@ class NotificationSender:
                 self._publisher.publish_many(outgoing)
         except messaging.MessageDeliveryFailure:
             return  # closed at shutdown with the broker away: stop() said so
-        self.sent += len(outgoing) // len(self._topics)
+        self._count_sent(len(outgoing))
+
+    def _count_sent(self, messages: int) -> None:
+        with self._sent_lock:  # counted from the sending and the casting threads
+            self.sent += messages // len(self._topics)
 
     # -- shutdown -------------------------------------------------------------
     def stop(self, timeout: float = _FLUSH_TIMEOUT) -> None:

@@ -8,6 +8,7 @@ payload leaves the process.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import re
 import threading
@@ -55,7 +56,9 @@ class SchedulerNotifier:
 
     On RabbitMQ (and kombu's in-memory broker) they are queued for a
     ``NotificationSender``: published in order from a thread of their own,
-    each retried until the broker confirms it, while the request goes on.
+    each retried until the broker confirms it, while the request goes on;
+    a boot's notifications up to its cast go out with the cast instead
+    (``holding``, ``taken``) when both go to the same broker.
     On another transport oslo.messaging's notifier publishes them on the
     request's thread.
     """
@@ -89,6 +92,22 @@ class SchedulerNotifier:
                 getattr(self._notifier, priority)(ctxt, event_type, payload)
         except Exception:  # a notification must never fail a placement
             LOG.exception("Could not emit notification %s", event_type)
+
+    def holding(self, url) -> contextlib.AbstractContextManager:
+        """Around one request on its thread: when the notifications go to
+        the broker at ``url`` (a TransportURL; None: none), those the
+        request emits wait to go out with its next publish there
+        (``taken``), else (and those left at the end) they are queued."""
+        if self._sender is None or url is None or url != self._sender.url:
+            return contextlib.nullcontext()
+        return self._sender.holding()
+
+    def taken(self) -> contextlib.AbstractContextManager[list]:
+        """The notifications this thread holds, as ``Outgoing`` messages
+        for the caller's publish; queued instead if the block fails."""
+        if self._sender is None:
+            return contextlib.nullcontext([])
+        return self._sender.taken()
 
     def stop(self) -> None:
         """Send the notifications still queued (the daemon is stopping)."""

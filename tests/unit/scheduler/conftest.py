@@ -85,6 +85,8 @@ def fault_messages(uuid: str) -> list[str]:
 class RecordingComputeAPI:
     """Stands in for the compute RPC client: records every cast."""
 
+    url = None  # no broker: nothing goes out along with a cast
+
     def __init__(self):
         self.casts: list[dict] = []
 

@@ -231,3 +231,111 @@ def test_an_instances_scheduled_spec_is_its_own_copy_scrubbed(memory_broker):
     # The request's own spec is left as it came.
     assert spec["admin_password"] == "pw-secret"
     assert spec["instance_properties"]["launch_index"] == 0
+
+
+def test_held_notifications_keep_their_order_whether_taken_or_not(memory_broker):
+    """A request's notifications held for a publish: those it takes go
+    with it, those left at the end are queued; after a publish that took
+    some failed they are queued again and nothing more is held. A
+    listener sees each once, in order."""
+    collector = _Collector()
+    notifier = SchedulerNotifier(memory_broker, "sched-1")
+    sender = notifier._sender
+    sent, failed = {"instance_uuids": ["sent-0"]}, {"instance_uuids": ["failed-0"]}
+    with notifier.holding(sender.url):
+        notifier.run_instance_start(None, sent)
+        notifier.run_instance_scheduled(None, sent, "h1", 1.0, "sent-0")
+        assert sender._queue.empty(), "held, not queued"
+        with notifier.taken() as along:
+            assert [m.routing_key for m in along] == ["notifications.info"] * 2
+            assert all(m.declare_queue for m in along)
+            sender._publisher.publish_many(along)  # as the compute cast does
+        notifier.run_instance_end(None, sent)
+        assert sender._queue.empty()
+    with notifier.holding(sender.url):
+        notifier.run_instance_start(None, failed)
+        notifier.run_instance_scheduled(None, failed, "h1", 1.0, "failed-0")
+        with pytest.raises(ConnectionError):
+            with notifier.taken() as along:
+                raise ConnectionError("the cast could not be sent")
+        notifier.run_instance_scheduled(None, failed, "h2", 1.0, "failed-1")
+        with notifier.taken() as along:
+            assert along == [], "held no more: it would overtake the queued"
+        notifier.run_instance_end(None, failed)
+    listener = _listen(memory_broker, collector)
+
+    def seen(spec):
+        return [(e[2].rsplit(".", 1)[-1], e[3].get("instance_id"))
+                for e in collector.events if e[3].get("request_spec") == spec]
+    try:
+        _wait(lambda: len(seen(sent)) == 3 and len(seen(failed)) == 4,
+              "seven notifications")
+        time.sleep(0.2)  # nothing more comes
+    finally:
+        listener.stop()
+        listener.wait()
+        notifier.stop()
+    assert seen(sent) == [("start", None), ("scheduled", "sent-0"), ("end", None)]
+    assert seen(failed) == [("start", None), ("scheduled", "failed-0"),
+                            ("scheduled", "failed-1"), ("end", None)]
+
+
+def test_another_broker_for_notifications_holds_nothing(memory_broker):
+    notifier = SchedulerNotifier(memory_broker, "sched-1")
+    other = messaging.TransportURL.parse(CONF, "rabbit://guest:guest@192.0.2.9:5672/")
+    try:
+        with notifier.holding(other):
+            notifier.run_instance_start(None, {"instance_uuids": ["u-9"]})
+            with notifier.taken() as along:
+                assert along == []
+    finally:
+        notifier.stop()
+
+
+def test_a_boots_notifications_go_out_with_its_cast(db, memory_transport, ctxt,
+                                                    monkeypatch):
+    """With the notification thread stuck, a boot's start and scheduled
+    notifications still reach listeners, with the compute cast (its
+    publish is confirmed before the cast is recorded, so a daemon killed
+    after that cannot lose them); its end follows once the thread goes."""
+    from nova_sched.scheduler.manager import SchedulerManager
+    from tests.unit.scheduler.conftest import boot_request, compute_report
+    from tests.unit.scheduler.test_publisher import _Compute, _serve
+
+    manager = SchedulerManager(memory_transport)
+    sender = manager.notifier._sender
+    gate = threading.Event()
+    real = sender._publisher.publish_many
+
+    def stuck(messages):
+        gate.wait(WAIT)
+        real(messages)
+
+    monkeypatch.setattr(sender._publisher, "publish_many", stuck)
+    compute, collector = _Compute(), _Collector()
+    server = _serve(memory_transport, compute, "c1")
+    listener = _listen(rpc.get_notification_transport(), collector)
+    manager.compute_node_update(ctxt, compute_report("c1", memory_mb=4096))
+    spec = boot_request(memory_mb=512)
+    uuid_ = spec["instance_uuids"][0]
+
+    def mine():
+        return [e[2] for e in collector.events
+                if e[3].get("request_spec", {}).get("instance_uuids") == [uuid_]]
+    try:
+        manager.run_instance(ctxt, spec, "pw-s3cret", [], None, True, {})
+        assert compute.arrived.wait(WAIT)
+        _wait(lambda: len(mine()) == 2, "start and scheduled")
+        assert mine() == ["scheduler.run_instance.start",
+                          "scheduler.run_instance.scheduled"]
+        gate.set()
+        _wait(lambda: len(mine()) == 3, "end")
+    finally:
+        gate.set()
+        listener.stop()
+        listener.wait()
+        server.stop()
+        server.wait()
+        manager.stop_publishing()
+    assert mine()[2] == "scheduler.run_instance.end"
+    assert "pw-s3cret" not in repr(collector.events)
