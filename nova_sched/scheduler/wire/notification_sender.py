@@ -7,6 +7,10 @@ notifications (the payload already scrubbed of secrets, so what is queued
 is what may be seen) and goes on; one thread publishes them in order
 through a ``Publisher`` of its own, each confirmed by the broker and tried
 again until it is, as oslo's notifier does with ``NOTIFY_RETRIES``.
+While a thread ``holding`` them, its notifications wait instead for a
+publish of its own to the same broker to take them along (``taken``): a
+boot's start and scheduled go out with its compute cast, in one batch
+and one wait for the broker's confirms, with no handoff to this thread.
 
 What goes on the wire is what oslo.messaging's ``messagingv2`` driver
 sends, so any oslo.messaging notification listener reads it: the
