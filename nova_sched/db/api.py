@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from nova_sched import exception
+from nova_sched.db import wal_checkpoints
 
 LOG = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ _url: str | None = None
 # SQLite's busy timeout. An in-memory database is one connection shared by
 # all threads, which must take turns anyway.
 _sqlite_lock: threading.RLock | None = None
+# The WAL checkpoints of the configured engine's SQLite file.
+_checkpointer: wal_checkpoints.WalCheckpointer | None = None
 
 T = TypeVar("T")
 
@@ -77,8 +80,12 @@ def _is_memory(url: str) -> bool:
     return url in ("sqlite://", "sqlite:///:memory:")
 
 
-def create_engine(url: str) -> sa.Engine:
-    """An engine tuned for the scheduler's short transactions."""
+def create_engine(url: str, own_checkpoints: bool = False) -> sa.Engine:
+    """An engine tuned for the scheduler's short transactions.
+
+    ``own_checkpoints``: a ``WalCheckpointer`` checkpoints a SQLite file's
+    WAL; its writers do only past the checkpointer's safety net.
+    """
     kwargs: dict = {}
     memory = _is_memory(url)
     if url.startswith("sqlite"):
@@ -113,6 +120,9 @@ def create_engine(url: str) -> sa.Engine:
                 # one of the several commits per instance. Production clouds
                 # use PostgreSQL or MariaDB.
                 cur.execute("PRAGMA synchronous=NORMAL")
+                if own_checkpoints:
+                    cur.execute("PRAGMA wal_autocheckpoint="
+                                f"{wal_checkpoints.SAFETY_NET_PAGES}")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -133,11 +143,17 @@ def create_engine(url: str) -> sa.Engine:
 
 def configure(url: str) -> sa.Engine:
     """Use ``url`` for every session from now on (replacing any engine)."""
-    global _engine, _sessionmaker, _url, _sqlite_lock
+    global _engine, _sessionmaker, _url, _sqlite_lock, _checkpointer
     with _lock:
+        if _checkpointer is not None:
+            _checkpointer.stop()
+            _checkpointer = None
         if _engine is not None:
             _engine.dispose()
-        _engine = create_engine(url)
+        own_checkpoints = wal_checkpoints.checkpointed_here(url)
+        _engine = create_engine(url, own_checkpoints)
+        if own_checkpoints:
+            _checkpointer = wal_checkpoints.WalCheckpointer(url).start()
         _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
         _url = url
         _sqlite_lock = threading.RLock() if url.startswith("sqlite") else None
