@@ -152,11 +152,11 @@ def configure(url: str) -> sa.Engine:
             _engine.dispose()
         own_checkpoints = wal_checkpoints.checkpointed_here(url)
         _engine = create_engine(url, own_checkpoints)
-        if own_checkpoints:
-            _checkpointer = wal_checkpoints.WalCheckpointer(url).start()
         _sessionmaker = sessionmaker(bind=_engine, expire_on_commit=False)
         _url = url
         _sqlite_lock = threading.RLock() if url.startswith("sqlite") else None
+        if own_checkpoints:
+            _checkpointer = wal_checkpoints.WalCheckpointer(url, _sqlite_lock).start()
         return _engine
 
 

@@ -15,14 +15,18 @@ from nova_sched.db import wal_checkpoints
 PAGE = 4096
 
 
-def _fill(pages: int) -> None:
-    """Write about ``pages`` pages, one transaction of ours each."""
+def _fill(pages: int, pause_every: int = 0) -> None:
+    """Write about ``pages`` pages, one transaction of ours each; a
+    millisecond's pause every ``pause_every``, as a daemon's writers leave
+    the interpreter to its other threads now and then."""
     with db_api.transaction() as conn:
         conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS filler (b BLOB)")
-    for _ in range(pages):
+    for done in range(1, pages + 1):
         with db_api.transaction() as conn:
             conn.execute(sa.text("INSERT INTO filler VALUES (:b)"),
                          {"b": os.urandom(PAGE - 200)})
+        if pause_every and done % pause_every == 0:
+            time.sleep(0.001)
 
 
 def test_writers_leave_checkpoints_to_the_checkpointer(tmp_path):
@@ -52,6 +56,28 @@ def test_writers_leave_checkpoints_to_the_checkpointer(tmp_path):
         finally:
             checkpointer.stop()
         assert checkpointer.checkpoints > 0
+    finally:
+        db_api.configure("sqlite://")
+
+
+def test_the_log_starts_again_while_writers_never_pause(tmp_path, monkeypatch):
+    """A writer appending without a break never lets a checkpoint finish
+    by itself: the log would only grow. Finished under the writers' lock
+    once long enough, it starts again from its beginning."""
+    monkeypatch.setattr(wal_checkpoints, "RESTART_PAGES", 100)
+    path = tmp_path / "busy.sqlite"
+    db_api.configure(f"sqlite:///{path}")
+    try:
+        db_api._checkpointer.stop()
+        checkpointer = wal_checkpoints.WalCheckpointer(
+            f"sqlite:///{path}", db_api._sqlite_lock, interval=0.01).start()
+        try:
+            _fill(3000, pause_every=20)
+        finally:
+            checkpointer.stop()
+        wal = path.with_name(path.name + "-wal")
+        assert path.stat().st_size > 2000 * PAGE, "checkpointed as it went"
+        assert wal.stat().st_size < 1500 * PAGE, "the log started again"
     finally:
         db_api.configure("sqlite://")
 
