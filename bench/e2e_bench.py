@@ -1093,6 +1093,8 @@ def parse_args(argv=None):
         p.error(f"--workers: a number or a comma list of numbers, not {args.workers!r}")
     if args.hosts < 2 or args.requests < 1 or min(args.worker_counts) < 1:
         p.error("--hosts must be at least 2, --requests and --workers at least 1")
+    if args.perf and not perf_profile.available():
+        p.error("--perf needs Linux perf (Debian's package linux-perf)")
     return args
 
 

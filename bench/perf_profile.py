@@ -15,10 +15,10 @@ from __future__ import annotations
 import collections
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
+
+from attached import Attached
 
 # Samples a second of each thread's CPU.
 RATE = 999
@@ -38,30 +38,19 @@ class Recording:
 
     def __init__(self, pid: int, data: Path, rate: int = RATE):
         self.pid, self.data, self.rate = pid, Path(data), rate
-        self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._attached = Attached(
+            ["perf", "record", "-e", "cpu-clock", "-F", str(rate), "-p", str(pid),
+             "-o", str(self.data)], self.data)
 
     def start(self) -> "Recording":
-        self._log = open(self.data.with_suffix(".log"), "w")
-        self._proc = subprocess.Popen(
-            ["perf", "record", "-e", "cpu-clock", "-F", str(self.rate), "-p", str(self.pid),
-             "-o", str(self.data)],
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        time.sleep(1.0)  # attached before the phase begins
+        self._attached.start()
         return self
 
     def stop(self, requests: int) -> dict | None:
         """Stop recording; ``summarise`` of what was recorded, None without it."""
-        if self._proc is None:
+        if not self._attached.finish():
             return None
-        self._proc.send_signal(signal.SIGINT)
-        try:
-            self._proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-        self._log.close()
-        self._proc = None
-        return summarise(self.data, requests, self.rate) if self.data.exists() else None
+        return summarise(self.data, requests, self.rate)
 
 
 def summarise(data: Path, requests: int, rate: int = RATE, top: int = 25) -> dict:

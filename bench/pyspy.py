@@ -7,10 +7,9 @@ outside: nothing in the daemon changes while it is profiled.
 from __future__ import annotations
 
 import collections
-import signal
-import subprocess
-import time
 from pathlib import Path
+
+from attached import Attached
 
 
 class Recording:
@@ -23,30 +22,18 @@ class Recording:
 
     def __init__(self, pid: int, raw: Path, rate: int = 200):
         self.pid, self.raw, self.rate = pid, Path(raw), rate
-        self._proc: subprocess.Popen | None = None
-        self._log = None
+        self._attached = Attached(
+            ["py-spy", "record", "--pid", str(pid), "--subprocesses", "--nonblocking",
+             "--gil", "--rate", str(rate), "--format", "raw", "--output", str(self.raw)],
+            self.raw)
 
     def start(self) -> "Recording":
-        self._log = open(self.raw.with_suffix(".log"), "w")
-        self._proc = subprocess.Popen(
-            ["py-spy", "record", "--pid", str(self.pid), "--subprocesses", "--nonblocking",
-             "--gil", "--rate", str(self.rate), "--format", "raw", "--output", str(self.raw)],
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        time.sleep(1.0)  # attached before the phase begins
+        self._attached.start()
         return self
 
     def stop(self) -> dict | None:
         """Stop recording; the summary (see ``summarise``), None without one."""
-        if self._proc is None:
-            return None
-        self._proc.send_signal(signal.SIGINT)
-        try:
-            self._proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-        self._log.close()
-        self._proc = None
-        return summarise(self.raw) if self.raw.exists() else None
+        return summarise(self.raw) if self._attached.finish() else None
 
 
 def summarise(raw: Path, top: int = 15) -> dict:
