@@ -91,7 +91,7 @@ def per_row(table, rows: np.ndarray | None,
         codes = table.col("agg_code")
     else:
         rows = np.asarray(rows, dtype=np.int64)
-        codes = table.col("agg_code").take(rows)
+        codes = table.values_of("agg_code", rows)
     if name is not None:
         values = table.kinds.per_aggregate_set(name, value_of)
         return np.asarray(values, dtype=dtype).take(codes)

@@ -224,10 +224,10 @@ _FIGURES: dict[str, Callable[[Any, np.ndarray], np.ndarray]] = {
     "ram_allocation_ratio": lambda c, rows: c.resources.ratio(RAM, rows),
     "cpu_allocation_ratio": lambda c, rows: c.resources.ratio(VCPU, rows),
     "disk_allocation_ratio": lambda c, rows: c.resources.ratio(DISK, rows),
-    "num_instances": lambda c, rows: c.table.col("num_instances").take(rows),
-    "num_io_ops": lambda c, rows: c.table.col("num_io_ops").take(rows),
-    "service_disabled": lambda c, rows: c.table.col("disabled").take(rows),
-    "service_updated": lambda c, rows: c.table.col("service_updated").take(rows),
+    "num_instances": lambda c, rows: c.table.values_of("num_instances", rows),
+    "num_io_ops": lambda c, rows: c.table.values_of("num_io_ops", rows),
+    "service_disabled": lambda c, rows: c.table.values_of("disabled", rows),
+    "service_updated": lambda c, rows: c.table.values_of("service_updated", rows),
 }
 _AGGREGATE_CODES = {"aggregates": "agg_code", "availability_zones": "az_code"}
 # Fields the daemon changes without a new report.
@@ -277,7 +277,7 @@ def aggregate_codes(cycle, name: str, rows: np.ndarray) -> tuple[np.ndarray, lis
         values = [list(aggs) for aggs in table.aggregate_sets]
     else:
         values = list(table.az_sets)
-    return table.col(column).take(rows), values
+    return table.values_of(column, rows), values
 
 
 def by_host_codes(cycle, rows: np.ndarray, value_of: Callable[["HostState"], Any]

@@ -29,15 +29,6 @@ from nova_sched.scheduler.cloud.host_kinds import HostKinds
 
 _INT_COLUMNS = (
     "node_id",
-    "memory_mb",
-    "vcpus",
-    "disk_mb",
-    "reserved_memory_mb",
-    "reserved_disk_mb",
-    "reserved_cpus",
-    "claimed_memory_mb",
-    "claimed_vcpus",
-    "claimed_disk_mb",
     "num_instances",
     "num_io_ops",
     "az_code",
@@ -50,7 +41,25 @@ _INT_COLUMNS = (
 # The node's own allocation ratios as it reported them (0: none reported).
 NODE_RATIO_COLUMNS = {RAM.name: "node_ram_ratio", VCPU.name: "node_cpu_ratio",
                       DISK.name: "node_disk_ratio"}
-_FLOAT_COLUMNS = ("service_updated",) + tuple(NODE_RATIO_COLUMNS.values())
+# Each resource's total, reserved and claimed amounts. Whole numbers, kept
+# as float64 because the resource model computes in it (``total x ratio -
+# reserved``, then ``claimed + requested`` against that): int64 columns cost
+# a decision a conversion pass over every row for each figure, the largest
+# single item of its time at 100,000 hosts. Below 2**53 (8 EiB of MB) every
+# whole number and every sum of them is exact in float64.
+_FIGURE_COLUMNS = (
+    "memory_mb",
+    "vcpus",
+    "disk_mb",
+    "reserved_memory_mb",
+    "reserved_disk_mb",
+    "reserved_cpus",
+    "claimed_memory_mb",
+    "claimed_vcpus",
+    "claimed_disk_mb",
+)
+_FLOAT_COLUMNS = (("service_updated",) + _FIGURE_COLUMNS
+                  + tuple(NODE_RATIO_COLUMNS.values()))
 _BOOL_COLUMNS = ("active", "disabled")
 # Columns HostTable.upsert derives itself rather than taking from values.
 _DERIVED_COLUMNS = ("node_id", "az_code", "agg_code", "hypervisor_version",
@@ -232,6 +241,7 @@ class HostTable:
         # stamp service_updated wait (HostManager.set_report_lag).
         self.report_lag = 0.0
         self._arrays: dict[str, np.ndarray] = {}
+        self._every_row: np.ndarray | None = None
         for name in _INT_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=np.int64)
         for name in _FLOAT_COLUMNS:
@@ -267,7 +277,38 @@ class HostTable:
         return self._arrays[name][: self.size]
 
     def active_rows(self) -> np.ndarray:
-        return np.flatnonzero(self._arrays["active"][: self.size])
+        """Rows of the live nodes, ascending: ``every_row()`` when all are."""
+        active = self._arrays["active"][: self.size]
+        if active.all():
+            return self.every_row()
+        return np.flatnonzero(active)
+
+    def values_of(self, name: str, rows) -> np.ndarray:
+        """Column ``name``'s values at ``rows`` (``pick``)."""
+        return self.pick(self._arrays[name], rows)
+
+    def every_row(self) -> np.ndarray:
+        """``0 .. size - 1``, read-only, the same array until the table grows:
+        ``pick`` knows it by identity."""
+        rows = self._every_row
+        if rows is None or len(rows) != self.size:
+            rows = np.arange(self.size)
+            rows.flags.writeable = False
+            self._every_row = rows
+        return rows
+
+    def pick(self, values: np.ndarray, rows) -> np.ndarray:
+        """``values[rows]`` for an array with a value per row of this table.
+
+        When ``rows`` is ``every_row()`` (the candidates of a decision before
+        any filter removed one, in most clouds) that is the array itself,
+        read-only: no gather of every row into a copy.
+        """
+        if rows is self._every_row:
+            whole = values[: len(rows)].view()
+            whole.flags.writeable = False
+            return whole
+        return values[rows] if isinstance(rows, slice) else values.take(rows)
 
     def _grow(self) -> None:
         self._capacity *= 2

@@ -99,11 +99,6 @@ def _by_blocks(size: int, compute) -> np.ndarray:
     return whole
 
 
-def _pick(column: np.ndarray, rows):
-    """``column[rows]``; ``take`` for an array of rows (faster than indexing)."""
-    return column[rows] if isinstance(rows, slice) else column.take(rows)
-
-
 class ResourceView:
     """Ratios, limits and free amounts of a host table's nodes, for one decision."""
 
@@ -114,7 +109,7 @@ class ResourceView:
         self._whole: dict[tuple, np.ndarray] = {}
 
     def _column(self, resource: Resource, which: int, rows) -> np.ndarray:
-        return _pick(self.table.col(_COLUMNS[resource.name][which]), rows)
+        return self.table.pick(self.table.col(_COLUMNS[resource.name][which]), rows)
 
     def total(self, resource: Resource, rows) -> np.ndarray:
         return self._column(resource, 0, rows)
@@ -130,7 +125,7 @@ class ResourceView:
         ratios = self._ratios.get(resource.name)
         if ratios is None:
             ratios = self._ratios[resource.name] = self._compute_ratios(resource)
-        return ratios if isinstance(ratios, float) else _pick(ratios, rows)
+        return ratios if isinstance(ratios, float) else self.table.pick(ratios, rows)
 
     def _compute_ratios(self, resource: Resource) -> np.ndarray | float:
         own = self._column(resource, 3, slice(None))
@@ -214,7 +209,7 @@ class ResourceView:
         CoreFilter and CPUWeigher ask the same)."""
         if isinstance(rows, np.ndarray) and rows.ndim == 1 \
                 and 4 * len(rows) >= self.table.size > 64:
-            return self._everywhere(name, compute).take(rows)
+            return self.table.pick(self._everywhere(name, compute), rows)
         if isinstance(rows, slice) and name is not None:
             return self._everywhere(name, compute)[rows]
         return compute(rows)

@@ -181,7 +181,7 @@ def by_aggregates(cycle: CycleState, rows: np.ndarray, summary: str,
     """
     table = cycle.table
     summaries = table.kinds.per_aggregate_set(summary, summarise)
-    return alike_hosts.judge_kinds(rows, table.col("agg_code").take(rows), summaries,
+    return alike_hosts.judge_kinds(rows, table.values_of("agg_code", rows), summaries,
                                    passes)
 
 
@@ -193,7 +193,7 @@ def among(table, rows: np.ndarray, members) -> np.ndarray:
     """
     chosen = np.zeros(table.size, dtype=bool)
     chosen[np.asarray(list(members), dtype=np.int64)] = True
-    return chosen.take(rows)
+    return table.pick(chosen, rows)
 
 
 def all_filters() -> list[type]:

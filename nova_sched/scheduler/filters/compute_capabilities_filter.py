@@ -179,7 +179,8 @@ class ComputeCapabilitiesFilter(filters.BaseHostFilter):
             return alike_hosts.judge_rows(rows, codes, judge)
         kinds = cycle.table.kinds
         name = (_KIND, requirement.path, requirement.unscoped)
-        codes = kinds.codes(name, lambda state: _reading(state, requirement)).take(rows)
+        codes = cycle.table.pick(
+            kinds.codes(name, lambda state: _reading(state, requirement)), rows)
         return alike_hosts.judge_kinds(rows, codes, kinds.values(name),
                                        lambda cap: _passes(requirement, cap))
 

@@ -37,7 +37,7 @@ class ComputeFilter(filters.BaseHostFilter):
         for start in range(0, table.size, _BLOCK):
             block = slice(start, start + _BLOCK)
             up[block] = ~disabled[block] & heartbeat_fresh(table, updated[block], now)
-        return up.take(rows)
+        return table.pick(up, rows)
 
 
 def heartbeat_fresh(table, beats: np.ndarray, now: float) -> np.ndarray:

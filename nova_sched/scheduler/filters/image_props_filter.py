@@ -127,7 +127,7 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         # Nodes reporting the same supported_instances and hypervisor
         # version are one kind: each kind is judged once.
         kinds = cycle.table.kinds
-        codes = kinds.codes(_KIND, _kind).take(rows)
+        codes = cycle.table.pick(kinds.codes(_KIND, _kind), rows)
         passes = alike_hosts.judge_kinds(
             rows, codes, kinds.values(_KIND),
             lambda kind: self._supported(kind, requirement))

@@ -18,7 +18,7 @@ class IoOpsFilter(filters.BaseHostFilter):
         return CONF.filter_scheduler.max_io_ops_per_host
 
     def filter_all(self, cycle, rows):
-        return cycle.table.col("num_io_ops").take(rows) < self._limit(cycle, rows)
+        return cycle.table.values_of("num_io_ops", rows) < self._limit(cycle, rows)
 
 
 class AggregateIoOpsFilter(IoOpsFilter):

@@ -381,7 +381,7 @@ class _Evaluation:
         kinds = cycle.table.kinds
         key = (_VARIABLE, path)
         codes = kinds.codes(key, lambda state: _lookup(state, path))
-        return _Coded(codes.take(rows), kinds.values(key))
+        return _Coded(cycle.table.pick(codes, rows), kinds.values(key))
 
     def _command(self, node: _Command):
         args = [self.value(arg) for arg in node.args]

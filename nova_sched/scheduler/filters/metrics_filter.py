@@ -44,7 +44,7 @@ class MetricsFilter(filters.BaseHostFilter):
             return np.ones(len(rows), dtype=bool)
         # Nodes reporting the same metric names are one kind.
         kinds = cycle.table.kinds
-        codes = kinds.codes(_KIND, _reported).take(rows)
+        codes = cycle.table.pick(kinds.codes(_KIND, _reported), rows)
         return alike_hosts.judge_kinds(rows, codes, kinds.values(_KIND),
                                        lambda names: wanted <= names)
 

@@ -14,7 +14,7 @@ class NumInstancesFilter(filters.BaseHostFilter):
         return CONF.filter_scheduler.max_instances_per_host
 
     def filter_all(self, cycle, rows):
-        return cycle.table.col("num_instances").take(rows) < self._limit(cycle, rows)
+        return cycle.table.values_of("num_instances", rows) < self._limit(cycle, rows)
 
 
 class AggregateNumInstancesFilter(NumInstancesFilter):

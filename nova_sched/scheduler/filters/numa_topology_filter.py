@@ -312,7 +312,7 @@ class NUMATopologyFilter(filters.BaseHostFilter):
         else:
             passes = _fit_all(guests, cells.take(rows, axis=1),
                               resources.ratio(VCPU, rows), resources.ratio(RAM, rows))
-        alone = np.flatnonzero(cells[0].take(rows) == _ON_ITS_OWN)
+        alone = np.flatnonzero(table.pick(cells[0], rows) == _ON_ITS_OWN)
         for i in alone.tolist():
             row = int(rows[i])
             ratios = resources.ratios_at(row)

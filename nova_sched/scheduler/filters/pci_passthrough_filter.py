@@ -257,7 +257,8 @@ class PciPassthroughFilter(filters.BaseHostFilter):
             return np.ones(len(rows), dtype=bool)
         # Nodes reporting the same pools are one kind, judged once.
         kinds = cycle.table.kinds
-        codes = kinds.codes(_KIND, lambda state: state.pci_stats).take(rows)
+        codes = cycle.table.pick(
+            kinds.codes(_KIND, lambda state: state.pci_stats), rows)
         passes = alike_hosts.judge_kinds(rows, codes, kinds.values(_KIND),
                                          lambda pools: pools_satisfy(pools, requests))
         if LOG.isEnabledFor(logging.DEBUG) and not passes.all():

@@ -393,7 +393,7 @@ def column_weights(cycle: CycleState, name: str, rows: np.ndarray):
     column = cycle.table.col(name)
     if len(column) and column.min() == column.max():
         return column[0].item()
-    return column.take(rows)
+    return cycle.table.pick(column, rows)
 
 
 def all_weighers() -> list[type]:

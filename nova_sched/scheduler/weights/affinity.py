@@ -36,7 +36,7 @@ class _SoftAffinityWeigherBase(weights.BaseHostWeigher):
             counts.extend([count] * len(host_rows))
         members = np.zeros(table.size, dtype=np.float64)
         members[where] = counts
-        return self.sign * members.take(rows)
+        return self.sign * table.pick(members, rows)
 
 
 class ServerGroupSoftAffinityWeigher(_SoftAffinityWeigherBase):

@@ -19,4 +19,4 @@ class IoOpsWeigher(weights.BaseHostWeigher):
     whole_numbers = True
 
     def weigh_all(self, cycle, rows):
-        return cycle.table.col("num_io_ops").take(rows)
+        return cycle.table.values_of("num_io_ops", rows)

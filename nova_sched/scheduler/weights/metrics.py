@@ -114,7 +114,7 @@ class MetricsWeigher(weights.BaseHostWeigher):
         # Each metric's values are a kind the host table keeps per report:
         # NaN where the host does not report it (reported values are finite).
         kinds = cycle.table.kinds
-        values = [kinds.numbers((_METRIC, name), _metric(name)).take(rows)
+        values = [cycle.table.pick(kinds.numbers((_METRIC, name), _metric(name)), rows)
                   for name, _ in setting]
         missing = [np.isnan(column) for column in values]
         lacking = [bool(column.any()) for column in missing]

@@ -17,4 +17,4 @@ class NumInstancesWeigher(weights.BaseHostWeigher):
     whole_numbers = True
 
     def weigh_all(self, cycle, rows):
-        return cycle.table.col("num_instances").take(rows)
+        return cycle.table.values_of("num_instances", rows)

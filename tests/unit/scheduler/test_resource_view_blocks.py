@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nova_sched.capacity import RESOURCES
+from nova_sched.capacity import RAM, RESOURCES
 from nova_sched.conf import CONF
 from nova_sched.scheduler.cloud import resources
 from nova_sched.scheduler.cloud.resources import ResourceView
@@ -46,3 +46,44 @@ def test_whole_table_figures_equal_the_rows_own(aggregates):
                 per_row = np.concatenate([getattr(alone, figure)(resource, rows[i:i + 40])
                                           for i in range(0, len(rows), 40)])
                 np.testing.assert_array_equal(whole, per_row)
+
+
+def test_every_row_is_read_in_place_and_cannot_be_written_through():
+    table = fakes.make_table([dict(host=f"h{i}", memory_mb=1024 * (i + 1))
+                              for i in range(80)])
+    rows = table.active_rows()
+    assert rows is table.every_row()
+    figures = ResourceView(table).total(RAM, rows)
+    # No copy of the column: the table's own numbers, which a filter or a
+    # weigher must not be able to change.
+    assert np.shares_memory(figures, table.col("memory_mb"))
+    with pytest.raises(ValueError):
+        figures[0] = 0
+    np.testing.assert_array_equal(figures, 1024 * np.arange(1, 81))
+    free = ResourceView(table).free(RAM, rows)
+    with pytest.raises(ValueError):
+        free += 1
+
+
+def test_rows_left_after_a_deletion_are_gathered():
+    table = fakes.make_table([dict(host=f"h{i}", memory_mb=1024 * (i + 1))
+                              for i in range(80)])
+    table.deactivate(3)
+    rows = table.active_rows()
+    assert rows is not table.every_row() and 3 not in rows
+    figures = ResourceView(table).total(RAM, rows)
+    np.testing.assert_array_equal(figures, 1024 * (rows + 1))
+    figures[0] = 0  # a copy of its own
+    assert table.col("memory_mb")[0] == 1024
+
+
+def test_figures_stay_whole_numbers_up_to_two_to_the_53():
+    # Kept in float64 for the arithmetic: a node as large as a report may
+    # describe still fits exactly what it has, and no more.
+    big = 2**53 - 2
+    table = fakes.make_table([dict(host="h1", memory_mb=big, claimed_memory_mb=big - 1)])
+    CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    view, rows = ResourceView(table), table.active_rows()
+    assert view.fits(RAM, rows, 1).tolist() == [True]
+    assert view.fits(RAM, rows, 2).tolist() == [False]
+    assert fakes.state(table, "h1").free_ram_mb == 1
