@@ -40,11 +40,13 @@ class ComputeAPI:
     def run_instance(self, ctxt, instance, host, request_spec, filter_properties,
                      requested_networks, injected_files, admin_password,
                      is_first_time, node=None, legacy_bdm_in_spec=True,
-                     along: list[Outgoing] | tuple = ()):
+                     along: list[Outgoing] | tuple = (),
+                     after: list[Outgoing] | tuple = ()):
         """Ask ``host`` to build ``instance`` (nova Havana's arguments).
 
-        ``along``: messages for the broker at ``url`` published before the
-        cast in one batch, all confirmed before this returns.
+        ``along`` and ``after``: messages for the broker at ``url``
+        published before and after the cast in one batch, all confirmed
+        before this returns.
         """
         args = dict(instance=instance, request_spec=request_spec,
                     filter_properties=filter_properties,
@@ -55,7 +57,7 @@ class ComputeAPI:
         what = f"run_instance to {CONF.compute_topic}.{host}"
         with self.watch.publishing(what):
             if self._publisher is None:
-                if along:
+                if along or after:
                     raise ValueError("messages along with a cast need its publisher")
                 self.client.prepare(server=host, version=self.RUN_INSTANCE_VERSION).cast(
                     ctxt, "run_instance", **args)
@@ -64,7 +66,8 @@ class ComputeAPI:
                        "version": self.RUN_INSTANCE_VERSION}
             self._publisher.publish_many([*along, Outgoing(
                 self._exchange, f"{CONF.compute_topic}.{host}",
-                envelope(message, self._serializer.serialize_context(ctxt)), what)])
+                envelope(message, self._serializer.serialize_context(ctxt)), what),
+                *after])
 
     def close(self) -> None:
         if self._publisher is not None:

@@ -176,11 +176,14 @@ class SchedulerManager:
         the general way takes two. AlreadyRecorded when it had rows after
         all, before anything is cast."""
         result = "ok"
+        ended = False
         with EventReporter(context, "schedule", [new.uuid], self.host,
                            started={}) as events:
             self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot, standing={},
-                                               events=events, new_request=new):
+                                               events=events, new_request=new,
+                                               end_with_cast=True):
+                ended = outcome.ended
                 if outcome.error is None:
                     continue
                 if new.event_id is None and not self._record_failed(new, events):
@@ -188,7 +191,8 @@ class SchedulerManager:
                     continue
                 result = outcome_of(outcome.error)
                 self._fail(context, spec, outcome, events)
-            self.notifier.run_instance_end(context, spec.raw)
+            if not ended:
+                self.notifier.run_instance_end(context, spec.raw)
         return result
 
     def _record_failed(self, new: db_instances.NewRequest, events: EventReporter) -> bool:
@@ -228,16 +232,20 @@ class SchedulerManager:
                      context.request_id, spec.instance_uuids)
             return "duplicate"
         failures = set()
+        ended = False
         with EventReporter(context, "schedule", pending, self.host,
                            started=started) as events:
             if not announced:
                 self.notifier.run_instance_start(context, spec.raw)
             for outcome in self.cycle.schedule(context, spec, boot,
-                                               standing=standing, events=events):
+                                               standing=standing, events=events,
+                                               end_with_cast=True):
+                ended = outcome.ended
                 if outcome.error is not None:
                     failures.add(outcome_of(outcome.error))
                     self._fail(context, spec, outcome, events)
-            self.notifier.run_instance_end(context, spec.raw)
+            if not ended:
+                self.notifier.run_instance_end(context, spec.raw)
         # The worst of the request's instances.
         for worst in ("error", "invalid", "no_valid_host"):
             if worst in failures:

@@ -96,6 +96,8 @@ class Outcome:
     instance_uuid: str | None
     selections: list[Selection] = dataclasses.field(default_factory=list)
     error: Exception | None = None
+    # The request's end notification went out with this instance's cast.
+    ended: bool = False
 
 
 class SchedulingCycle:
@@ -124,8 +126,8 @@ class SchedulingCycle:
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
                  alternates: int = 0, standing: dict | None = None,
-                 events=None, new_request: db_instances.NewRequest | None = None
-                 ) -> Iterator[Outcome]:
+                 events=None, new_request: db_instances.NewRequest | None = None,
+                 end_with_cast: bool = False) -> Iterator[Outcome]:
         """Place each instance of the request in turn; one Outcome each.
 
         With ``boot`` each placement is recorded and cast to its node (a
@@ -139,7 +141,9 @@ class SchedulingCycle:
         with the record of its cast, in one transaction. ``new_request``:
         a single-instance boot seen for the first time, not recorded yet;
         the claim records it (``records_new_requests``), and AlreadyRecorded
-        propagates if it was recorded after all.
+        propagates if it was recorded after all. ``end_with_cast``: the
+        request's end notification goes out with its last instance's cast
+        when it can (``Outcome.ended``; see ``SchedulerNotifier.taken``).
         """
         group = server_groups.resolve(spec, record=True)
         if standing is None:
@@ -161,10 +165,12 @@ class SchedulingCycle:
                     if selections:
                         yield Outcome(uuid, selections)
                         continue
-                yield Outcome(uuid, self._place(
+                last = end_with_cast and index == len(uuids) - 1
+                selections, ended = self._place(
                     context, spec, group, uuid, index, boot, alternates, events,
                     previous_host=where.host if where is not None else None,
-                    new_request=new_request))
+                    new_request=new_request, end_with_cast=last)
+                yield Outcome(uuid, selections, ended=ended)
             except exception.AlreadyPlaced:
                 LOG.info("Instance %s was placed meanwhile by another handler of "
                          "this request (it was published twice); leaving it to "
@@ -223,7 +229,10 @@ class SchedulingCycle:
     def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
                boot: BootArgs | None, alternates: int, events=None,
                previous_host: str | None = None,
-               new_request: db_instances.NewRequest | None = None) -> list[Selection]:
+               new_request: db_instances.NewRequest | None = None,
+               end_with_cast: bool = False) -> tuple[list[Selection], bool]:
+        """Decide and claim, then for a boot cast and record: the
+        selections, and whether the request's end went with the cast."""
         fprops = retry.next_attempt(spec.filter_properties, uuid)
         spec = dataclasses.replace(spec, filter_properties=fprops)
         placement_index = index if boot is not None else None
@@ -237,9 +246,11 @@ class SchedulingCycle:
         if new_request is not None and events is not None:
             # Its event was started by the claim's transaction.
             events.adopt(uuid, new_request.event_id)
+        ended = False
         if boot is not None:
             try:
-                self._cast(context, spec, uuid, index, selections[0], boot)
+                ended = self._cast(context, spec, uuid, index, selections[0], boot,
+                                   end_with_cast)
             except Exception:
                 # The instance stays unplaced rather than claimed on a node
                 # that never heard of it.
@@ -248,7 +259,7 @@ class SchedulingCycle:
                 raise
             # Cast: whatever happens now, the claim stays where it was cast.
             self._record_cast(uuid, events)
-        return selections
+        return selections, ended
 
     def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
                 where, boot: BootArgs, events=None) -> list[Selection]:
@@ -402,8 +413,9 @@ class SchedulingCycle:
             LOG.warning("Could not re-read compute node %s (%s)", node_id, err)
 
     def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
-              chosen: Selection, boot: BootArgs) -> None:
-        """Steps 5 and 6: hand the instance to its node and say so."""
+              chosen: Selection, boot: BootArgs, end_with_cast: bool = False) -> bool:
+        """Steps 5 and 6: hand the instance to its node and say so; whether
+        the request's end notification went with the cast."""
         fprops = spec.filter_properties
         retry.record_host(fprops, chosen.host, chosen.nodename)
         fprops["limits"] = chosen.limits
@@ -422,8 +434,11 @@ class SchedulingCycle:
                                              chosen.weight, uuid, base=spec.raw)
         # The request's notifications so far (start, scheduled) go out with
         # the cast when the manager holds them: one wait for the broker's
-        # confirms, and once the cast is recorded they cannot be lost.
-        with self.notifier.taken() as along:
+        # confirms, and once the cast is recorded they cannot be lost. The
+        # end too, when this cast is the request's last: the notification
+        # thread then has nothing to send for a boot that succeeds.
+        end = (context, spec.raw) if end_with_cast else None
+        with self.notifier.taken(end) as along:
             self.compute_api.run_instance(
                 context, instance=instance, host=chosen.host,
                 request_spec=request_spec, filter_properties=fprops,
@@ -431,9 +446,10 @@ class SchedulingCycle:
                 injected_files=boot.injected_files,
                 admin_password=boot.admin_password, is_first_time=boot.is_first_time,
                 node=chosen.nodename, legacy_bdm_in_spec=boot.legacy_bdm_in_spec,
-                along=along)
+                along=along.before, after=along.after)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)
+        return along.ends
 
     def _record_cast(self, uuid: str, events) -> None:
         """Record that ``uuid`` was cast, with its event's end.

@@ -9,8 +9,9 @@ through a ``Publisher`` of its own, each confirmed by the broker and tried
 again until it is, as oslo's notifier does with ``NOTIFY_RETRIES``.
 While a thread ``holding`` them, its notifications wait instead for a
 publish of its own to the same broker to take them along (``taken``): a
-boot's start and scheduled go out with its compute cast, in one batch
-and one wait for the broker's confirms, with no handoff to this thread.
+boot's start and scheduled go out with its compute cast, and its end
+after the cast, in one batch and one wait for the broker's confirms,
+with no handoff to this thread.
 
 What goes on the wire is what oslo.messaging's ``messagingv2`` driver
 sends, so any oslo.messaging notification listener reads it: the
@@ -111,11 +112,15 @@ class NotificationSender:
     def error(self, ctxt, event_type: str, payload: Any) -> None:
         self._put(ctxt, event_type, payload, "ERROR")
 
-    def _put(self, ctxt, event_type: str, payload: Any, priority: str) -> None:
-        item = ({"message_id": unique_ids.text(), "publisher_id": self._publisher_id,
+    def _item(self, ctxt, event_type: str, payload: Any, priority: str
+              ) -> tuple[dict, dict]:
+        return ({"message_id": unique_ids.text(), "publisher_id": self._publisher_id,
                  "event_type": event_type, "priority": priority,
                  "payload": payload, "timestamp": str(timeutils.utcnow())},
                 self._context(ctxt))
+
+    def _put(self, ctxt, event_type: str, payload: Any, priority: str) -> None:
+        item = self._item(ctxt, event_type, payload, priority)
         held = getattr(self._held, "items", None)
         if held is not None:
             held.append(item)
@@ -143,25 +148,36 @@ class NotificationSender:
                 self._enqueue(item)
 
     @contextlib.contextmanager
-    def taken(self) -> Iterator[list[Outgoing]]:
+    def taken(self, closing: tuple[Any, str, Any] | None = None
+              ) -> Iterator[tuple[list[Outgoing], list[Outgoing]]]:
         """The notifications this thread holds, as messages for the
-        caller to publish (to the broker at ``url``) with its own and have
-        confirmed: they are held no longer. If the block fails they are
-        queued as if they had never been held, and so is every later one
-        until the holding ends: what is queued never overtakes them."""
+        caller to publish (to the broker at ``url``) before its own and
+        have confirmed with them: they are held no longer. If the block
+        fails they are queued as if they had never been held, and so is
+        every later one until the holding ends: what is queued never
+        overtakes them.
+
+        ``closing`` (a context, an event type and a payload: the request's
+        last INFO notification) becomes the second list, messages to
+        publish after the caller's own, when this thread is holding; it is
+        the caller's to send again some other way when that list is empty
+        or the block fails (it is then dropped here, not queued).
+        """
         held = getattr(self._held, "items", None)
         items = list(held or ())
         if held:
             held.clear()
         outgoing = self._outgoing(items)
+        after = (self._outgoing([self._item(*closing, "INFO")])
+                 if closing is not None and held is not None else [])
         try:
-            yield outgoing
+            yield outgoing, after
         except BaseException:
             self._held.items = None
             for item in items:
                 self._enqueue(item)
             raise
-        self._count_sent(len(outgoing))
+        self._count_sent(len(outgoing) + len(after))
 
     def _context(self, ctxt) -> dict:
         # As oslo's notifier: the context's redacted copy (no token, no

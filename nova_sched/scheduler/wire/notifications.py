@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import logging
 import re
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 from nova_sched import rpc
 from nova_sched.publish_watch import PublishWatch
@@ -51,14 +52,28 @@ def scrub(value: Any) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class Along:
+    """Notifications to publish with a compute cast, in its batch."""
+
+    before: list
+    after: list
+
+    @property
+    def ends(self) -> bool:
+        """Whether the request's ``end`` notification is among them."""
+        return bool(self.after)
+
+
 class SchedulerNotifier:
     """Emits the scheduler's notifications.
 
     On RabbitMQ (and kombu's in-memory broker) they are queued for a
     ``NotificationSender``: published in order from a thread of their own,
     each retried until the broker confirms it, while the request goes on;
-    a boot's notifications up to its cast go out with the cast instead
-    (``holding``, ``taken``) when both go to the same broker.
+    a boot's notifications up to its cast, and its end when that cast is
+    its last, go out with the cast instead (``holding``, ``taken``) when
+    both go to the same broker.
     On another transport oslo.messaging's notifier publishes them on the
     request's thread.
     """
@@ -102,12 +117,26 @@ class SchedulerNotifier:
             return contextlib.nullcontext()
         return self._sender.holding()
 
-    def taken(self) -> contextlib.AbstractContextManager[list]:
+    @contextlib.contextmanager
+    def taken(self, end: tuple[Any, dict] | None = None) -> Iterator[Along]:
         """The notifications this thread holds, as ``Outgoing`` messages
-        for the caller's publish; queued instead if the block fails."""
+        for the caller's publish; queued instead if the block fails.
+
+        ``end``, (context, request spec) when the caller's publish is the
+        request's last act (its last instance's cast), asks for the
+        request's ``end`` notification after it, in the same batch:
+        ``Along.ends`` says whether it is there. If it is not, or the
+        block fails, ``run_instance_end`` is the caller's to emit after.
+        """
         if self._sender is None:
-            return contextlib.nullcontext([])
-        return self._sender.taken()
+            yield Along([], [])
+            return
+        closing = None
+        if end is not None:
+            closing = (end[0], "scheduler.run_instance.end",
+                       {"request_spec": self._request_spec(end[1])})
+        with self._sender.taken(closing) as (before, after):
+            yield Along(before, after)
 
     def stop(self) -> None:
         """Send the notifications still queued (the daemon is stopping)."""

@@ -247,9 +247,10 @@ def test_held_notifications_keep_their_order_whether_taken_or_not(memory_broker)
         notifier.run_instance_scheduled(None, sent, "h1", 1.0, "sent-0")
         assert sender._queue.empty(), "held, not queued"
         with notifier.taken() as along:
-            assert [m.routing_key for m in along] == ["notifications.info"] * 2
-            assert all(m.declare_queue for m in along)
-            sender._publisher.publish_many(along)  # as the compute cast does
+            assert [m.routing_key for m in along.before] == ["notifications.info"] * 2
+            assert all(m.declare_queue for m in along.before)
+            assert along.after == [] and not along.ends
+            sender._publisher.publish_many(along.before)  # as the compute cast does
         notifier.run_instance_end(None, sent)
         assert sender._queue.empty()
     with notifier.holding(sender.url):
@@ -260,7 +261,7 @@ def test_held_notifications_keep_their_order_whether_taken_or_not(memory_broker)
                 raise ConnectionError("the cast could not be sent")
         notifier.run_instance_scheduled(None, failed, "h2", 1.0, "failed-1")
         with notifier.taken() as along:
-            assert along == [], "held no more: it would overtake the queued"
+            assert along.before == [], "held no more: it would overtake the queued"
         notifier.run_instance_end(None, failed)
     listener = _listen(memory_broker, collector)
 
@@ -280,24 +281,76 @@ def test_held_notifications_keep_their_order_whether_taken_or_not(memory_broker)
                             ("scheduled", "failed-1"), ("end", None)]
 
 
+def test_the_end_goes_with_the_last_publish_or_is_left_to_the_caller(memory_broker):
+    """Asked for with a request's last publish, its end notification goes
+    after it in the batch, once; if that publish fails the end is dropped
+    (the caller emits it after its error), so a listener still sees each
+    notification once, in order."""
+    collector = _Collector()
+    notifier = SchedulerNotifier(memory_broker, "sched-1")
+    sender = notifier._sender
+    ok = {"instance_uuids": ["end-ok-0"], "admin_password": "pw-end"}
+    failed = {"instance_uuids": ["end-failed-0"]}
+    with notifier.holding(sender.url):
+        notifier.run_instance_start(None, ok)
+        notifier.run_instance_scheduled(None, ok, "h1", 1.0, "end-ok-0")
+        with notifier.taken((None, ok)) as along:
+            assert along.ends
+            assert [m.routing_key for m in along.after] == ["notifications.info"]
+            # As the compute cast does: held ones, the cast, then the end.
+            sender._publisher.publish_many(along.before + along.after)
+        assert sender._queue.empty(), "nothing left for the notification thread"
+    with notifier.holding(sender.url):
+        notifier.run_instance_start(None, failed)
+        with pytest.raises(ConnectionError):
+            with notifier.taken((None, failed)) as along:
+                assert along.ends
+                raise ConnectionError("the cast could not be sent")
+        notifier.run_instance_error(None, failed, "end-failed-0", "no cast")
+        notifier.run_instance_end(None, failed)
+    listener = _listen(memory_broker, collector)
+
+    def seen(uuid):
+        return [(e[2].rsplit(".", 1)[-1], e[3].get("instance_id"))
+                for e in collector.events
+                if (e[3].get("request_spec") or {}).get("instance_uuids") == [uuid]]
+    try:
+        _wait(lambda: len(seen("end-ok-0")) == 3 and len(seen("end-failed-0")) == 3,
+              "six notifications")
+        time.sleep(0.2)  # nothing more comes
+    finally:
+        listener.stop()
+        listener.wait()
+        notifier.stop()
+    assert seen("end-ok-0") == [("start", None), ("scheduled", "end-ok-0"),
+                                ("end", None)]
+    # The error goes to notifications.error, a queue of its own: its order
+    # against the others is the listener's.
+    failures = seen("end-failed-0")
+    assert [e for e in failures if e[0] != "run_instance"] == [("start", None),
+                                                               ("end", None)]
+    assert failures.count(("run_instance", "end-failed-0")) == 1
+    assert "pw-end" not in repr(collector.events)
+
+
 def test_another_broker_for_notifications_holds_nothing(memory_broker):
     notifier = SchedulerNotifier(memory_broker, "sched-1")
     other = messaging.TransportURL.parse(CONF, "rabbit://guest:guest@192.0.2.9:5672/")
     try:
         with notifier.holding(other):
             notifier.run_instance_start(None, {"instance_uuids": ["u-9"]})
-            with notifier.taken() as along:
-                assert along == []
+            with notifier.taken((None, {"instance_uuids": ["u-9"]})) as along:
+                assert along.before == [] and along.after == [] and not along.ends
     finally:
         notifier.stop()
 
 
 def test_a_boots_notifications_go_out_with_its_cast(db, memory_transport, ctxt,
                                                     monkeypatch):
-    """With the notification thread stuck, a boot's start and scheduled
-    notifications still reach listeners, with the compute cast (its
+    """With the notification thread stuck, a boot's start, scheduled and
+    end notifications still reach listeners, with the compute cast (its
     publish is confirmed before the cast is recorded, so a daemon killed
-    after that cannot lose them); its end follows once the thread goes."""
+    after that cannot lose them), each once."""
     from nova_sched.scheduler.manager import SchedulerManager
     from tests.unit.scheduler.conftest import boot_request, compute_report
     from tests.unit.scheduler.test_publisher import _Compute, _serve
@@ -325,11 +378,9 @@ def test_a_boots_notifications_go_out_with_its_cast(db, memory_transport, ctxt,
     try:
         manager.run_instance(ctxt, spec, "pw-s3cret", [], None, True, {})
         assert compute.arrived.wait(WAIT)
-        _wait(lambda: len(mine()) == 2, "start and scheduled")
-        assert mine() == ["scheduler.run_instance.start",
-                          "scheduler.run_instance.scheduled"]
+        _wait(lambda: len(mine()) == 3, "start, scheduled and end")
         gate.set()
-        _wait(lambda: len(mine()) == 3, "end")
+        time.sleep(0.2)  # nothing more comes once the thread goes
     finally:
         gate.set()
         listener.stop()
@@ -337,5 +388,6 @@ def test_a_boots_notifications_go_out_with_its_cast(db, memory_transport, ctxt,
         server.stop()
         server.wait()
         manager.stop_publishing()
-    assert mine()[2] == "scheduler.run_instance.end"
+    assert mine() == ["scheduler.run_instance.start", "scheduler.run_instance.scheduled",
+                      "scheduler.run_instance.end"]
     assert "pw-s3cret" not in repr(collector.events)
