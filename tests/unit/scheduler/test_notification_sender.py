@@ -391,3 +391,42 @@ def test_a_boots_notifications_go_out_with_its_cast(db, memory_transport, ctxt,
     assert mine() == ["scheduler.run_instance.start", "scheduler.run_instance.scheduled",
                       "scheduler.run_instance.end"]
     assert "pw-s3cret" not in repr(collector.events)
+
+
+def test_a_request_whose_last_instance_fails_ends_after_its_error(
+        db, memory_transport, ctxt):
+    """Two instances, room for one: the first goes with its cast, the
+    second fails; the request's end comes once, after the failure (not
+    with the first instance's cast, which was not the request's last)."""
+    from nova_sched.scheduler.manager import SchedulerManager
+    from tests.unit.scheduler.conftest import boot_request, compute_report
+    from tests.unit.scheduler.test_publisher import _Compute, _serve
+
+    manager = SchedulerManager(memory_transport)
+    compute, collector = _Compute(), _Collector()
+    server = _serve(memory_transport, compute, "c1")
+    listener = _listen(rpc.get_notification_transport(), collector)
+    manager.compute_node_update(ctxt, compute_report("c1", memory_mb=4096))
+    spec = boot_request(memory_mb=4096, count=2)  # ratio 1.5: room for one
+    uuids = spec["instance_uuids"]
+
+    def mine():
+        return [(e[2], e[3].get("instance_id")) for e in collector.events
+                if (e[3].get("request_spec") or {}).get("instance_uuids") == uuids]
+    try:
+        manager.run_instance(ctxt, spec, None, [], None, True, {})
+        assert compute.arrived.wait(WAIT)
+        _wait(lambda: len(mine()) == 4, "start, scheduled, error and end")
+        time.sleep(0.2)  # nothing more comes
+    finally:
+        listener.stop()
+        listener.wait()
+        server.stop()
+        server.wait()
+        manager.stop_publishing()
+    seen = mine()
+    info = [e for e in seen if e[0] != "scheduler.run_instance"]
+    assert info == [("scheduler.run_instance.start", None),
+                    ("scheduler.run_instance.scheduled", uuids[0]),
+                    ("scheduler.run_instance.end", None)]
+    assert seen.count(("scheduler.run_instance", uuids[1])) == 1
