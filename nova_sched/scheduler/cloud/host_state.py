@@ -284,8 +284,8 @@ class HostTable:
         return np.flatnonzero(active)
 
     def values_of(self, name: str, rows) -> np.ndarray:
-        """Column ``name``'s values at ``rows`` (``pick``)."""
-        return self.pick(self._arrays[name], rows)
+        """Column ``name``'s values at ``rows`` (``pick`` of ``col(name)``)."""
+        return self.pick(self.col(name), rows)
 
     def every_row(self) -> np.ndarray:
         """``0 .. size - 1``, read-only, the same array until the table grows:

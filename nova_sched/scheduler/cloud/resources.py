@@ -109,7 +109,7 @@ class ResourceView:
         self._whole: dict[tuple, np.ndarray] = {}
 
     def _column(self, resource: Resource, which: int, rows) -> np.ndarray:
-        return self.table.pick(self.table.col(_COLUMNS[resource.name][which]), rows)
+        return self.table.values_of(_COLUMNS[resource.name][which], rows)
 
     def total(self, resource: Resource, rows) -> np.ndarray:
         return self._column(resource, 0, rows)

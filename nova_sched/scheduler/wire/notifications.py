@@ -131,10 +131,7 @@ class SchedulerNotifier:
         if self._sender is None:
             yield Along([], [])
             return
-        closing = None
-        if end is not None:
-            closing = (end[0], "scheduler.run_instance.end",
-                       {"request_spec": self._request_spec(end[1])})
+        closing = None if end is None else self._end(*end)
         with self._sender.taken(closing) as (before, after):
             yield Along(before, after)
 
@@ -189,9 +186,14 @@ class SchedulerNotifier:
             "instance_id": instance_uuid,
         }, scrubbed=True)
 
+    def _end(self, ctxt, request_spec: dict) -> tuple[Any, str, dict]:
+        """The request's end notification: context, event type, scrubbed payload."""
+        return (ctxt, "scheduler.run_instance.end",
+                {"request_spec": self._request_spec(request_spec)})
+
     def run_instance_end(self, ctxt, request_spec: dict) -> None:
-        self._emit(ctxt, "info", "scheduler.run_instance.end",
-                   {"request_spec": self._request_spec(request_spec)}, scrubbed=True)
+        _, event_type, payload = self._end(ctxt, request_spec)
+        self._emit(ctxt, "info", event_type, payload, scrubbed=True)
 
     def run_instance_error(self, ctxt, request_spec: Any, instance_uuid: str,
                            reason: str) -> None:
