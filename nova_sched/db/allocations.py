@@ -169,7 +169,10 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
                     conn, new, placement[0], placement[1], placement[2], now)
             except sa_exc.IntegrityError:
                 raise exception.AlreadyRecorded(uuid=instance_uuid) from None
-        previous = conn.execute(_ALLOCATIONS_OF_ONE, {"uuid": instance_uuid}).all()
+        # A new request's instance had no row until the statement above, so
+        # it holds no claim, and a run after a lost COMMIT stops there.
+        previous = [] if event_id is not None else conn.execute(
+            _ALLOCATIONS_OF_ONE, {"uuid": instance_uuid}).all()
         if any(row.claim_token == token for row in previous):
             return  # this very call committed before its answer was lost
         if previous:

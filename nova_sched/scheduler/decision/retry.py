@@ -39,8 +39,13 @@ def next_attempt(filter_properties: dict, instance_uuid: str | None) -> dict:
     """A copy of ``filter_properties`` counting this attempt.
 
     NoValidHost when the instance has had its ``max_attempts`` already.
+    Only the top level and ``retry`` are copied: the scheduler changes
+    nothing else of a request's filter properties (it adds ``limits`` and
+    the retry's hosts), and copying all of them was most of this call.
     """
-    fprops = copy.deepcopy(filter_properties)
+    fprops = dict(filter_properties)
+    if fprops.get("retry") is not None:
+        fprops["retry"] = copy.deepcopy(fprops["retry"])
     max_attempts = CONF.scheduler.max_attempts
     if (max_attempts == 1 or fprops.get("force_hosts")
             or fprops.get("force_nodes")):

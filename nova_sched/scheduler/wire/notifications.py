@@ -31,15 +31,34 @@ _PLAIN = (str, int, float, bool, type(None))
 _SCRUBBED_KEPT = 32
 
 
+# What each key seen is (_SECRET, _FILES or _OTHER), so that a request's
+# few dozen keys are not lowered and searched each time it is scrubbed;
+# bounded, since keys of metadata and hints are the callers' choice.
+_SECRET, _FILES, _OTHER = 1, 2, 0
+_KINDS: dict[Any, int] = {}
+_KINDS_KEPT = 4096
+
+
+def _kind(key: Any) -> int:
+    kind = _KINDS.get(key)
+    if kind is None:
+        lowered = key.lower() if type(key) is str else str(key).lower()
+        kind = (_SECRET if _SECRET_KEY.search(lowered)
+                else _FILES if lowered == "injected_files" else _OTHER)
+        if len(_KINDS) < _KINDS_KEPT and type(key) is str:
+            _KINDS[key] = kind
+    return kind
+
+
 def scrub(value: Any) -> Any:
     """A copy of ``value`` with secret keys masked, recursively."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            lowered = key.lower() if type(key) is str else str(key).lower()
-            if _SECRET_KEY.search(lowered):
+            kind = _kind(key)
+            if kind == _SECRET:
                 out[key] = "***"
-            elif lowered == "injected_files":
+            elif kind == _FILES:
                 out[key] = [
                     [f[0], "***"] if isinstance(f, (list, tuple)) and f else "***"
                     for f in (item or [])

@@ -196,6 +196,19 @@ def test_scrub_masks_secrets_at_any_depth_and_copies():
     assert spec["instance_properties"]["admin_pass"] == "pw1"
 
 
+def test_scrub_masks_the_same_keys_every_time_it_sees_them():
+    """Keys' kinds are remembered between calls: a secret stays masked on
+    the second request that carries it, an ordinary key stays shown."""
+    from nova_sched.scheduler.wire.notifications import scrub
+
+    first = {"Admin_Pass": "pw1", "memory_mb": 1, "injected_files": [["/a", "x"]]}
+    second = {"Admin_Pass": "pw2", "memory_mb": 2, "injected_files": [["/b", "y"]]}
+    assert scrub(first) == {"Admin_Pass": "***", "memory_mb": 1,
+                            "injected_files": [["/a", "***"]]}
+    assert scrub(second) == {"Admin_Pass": "***", "memory_mb": 2,
+                             "injected_files": [["/b", "***"]]}
+
+
 def test_an_instances_scheduled_spec_is_its_own_copy_scrubbed(memory_broker):
     """The scheduled notification of each instance shows that instance's
     launch index, and no secret, though the parts it shares with the

@@ -280,6 +280,21 @@ def test_retry_of_the_last_allowed_attempt_is_still_scheduled():
         "num_attempts"] == 3
 
 
+def test_counting_an_attempt_leaves_the_requests_own_properties_alone():
+    """Each instance's attempt is counted on a copy: the request's retry
+    (shared by its instances) keeps its count and hosts."""
+    CONF.set_override("max_attempts", 3, group="scheduler")
+    # nova's conductor counted 2 for this one; Havana's count is 1.
+    req = parsed(spec(retry=retries(2, [("c1", "c1")])))
+    before = {"num_attempts": 1, "hosts": [["c1", "c1"]]}
+    attempt = retry.next_attempt(req.filter_properties, UUID1)
+    retry.record_host(attempt, "c2", "c2")
+    attempt["limits"] = {"vcpu": 8}
+    assert attempt["retry"] == {"num_attempts": 2, "hosts": [["c1", "c1"], ["c2", "c2"]]}
+    assert req.filter_properties["retry"] == before
+    assert "limits" not in req.filter_properties
+
+
 def test_empty_retry_is_no_retry():
     req = parsed(spec(retry=prim("SchedulerRetries", {}, "1.1")))
     assert req.retry is None

@@ -1,0 +1,195 @@
+"""What one run_instance costs the daemon's request thread, in this process.
+
+    python bench/request_cost.py [--hosts 10000] [--requests 400]
+        [--warmup 100] [--database-url URL] [--callgrind]
+
+The end-to-end benchmark's CPU per request moves by a third between runs on
+these machines, more than most single changes to the request path save.
+This measures that path alone, repeatably: a ``SchedulerManager`` built in
+this process as the daemon builds it, on the real RabbitMQ (a private vhost
+made for the run and deleted after it) and a fresh SQLite file database (or
+``--database-url``), logging at INFO to a file as the daemon does; the
+hosts are registered through its ``compute_node_update`` and written by its
+report writer. Then the requests of the end-to-end benchmark's clients
+(Havana's shape, one instance, as JSON made them) are handed to
+``run_instance`` one after another, as the consumer's worker thread hands
+them: parse, record, decide, claim, cast with its notifications (each
+publish confirmed by the broker), record the cast. Not included: reading
+the message off the socket and oslo.messaging's dispatcher (the consumer
+thread and ``RPCDispatcher``), and compute reports.
+
+It prints the thread's CPU milliseconds and wall milliseconds per request
+(p50 of ``--rounds`` rounds). With ``--callgrind``, run under
+``valgrind --tool=callgrind --instr-atstart=no``: instrumentation is switched
+on (``callgrind_control -i on``) for the measured requests only, so
+``callgrind_annotate``'s total divided by ``--requests`` is the
+instructions one request costs, a figure that does not move with the
+machine's speed (background threads' idle polls during the loop are
+counted too: a few per cent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import e2e_peers  # puts tests/functional on sys.path; threading backend first
+import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+
+
+def _configure(workdir: Path, broker_url: str, database_url: str) -> None:
+    from oslo_log import log as oslo_logging
+
+    from nova_sched import rpc  # noqa: F401  (nova-sched's messaging defaults)
+    from nova_sched.conf import CONF
+
+    oslo_logging.register_options(CONF)
+    CONF([], project="nova-sched", default_config_files=[])
+    for name, value, group in (
+            ("transport_url", broker_url, None),
+            ("connection", database_url, "database"),
+            ("host", "request-cost-scheduler", None),
+            ("log_file", str(workdir / "nova-sched.log"), None),
+            ("debug", False, None)):
+        CONF.set_override(name, value, group=group)
+    oslo_logging.setup(CONF, "nova-sched")
+
+
+def _register(manager, hosts: int) -> None:
+    from nova_sched import rpc
+
+    ctxt = rpc.admin_context()
+    for host in e2e_peers.host_names(hosts):
+        manager.compute_node_update(ctxt, e2e_peers.compute_report(host))
+    if not manager.reports.flush(timeout=300):
+        raise SystemExit("the report writer did not store the hosts")
+
+
+def _requests(count: int) -> list[tuple[dict, dict, dict]]:
+    """(context, request_spec, filter_properties) as they come off the wire."""
+    itype = cloudlib.named_flavor(e2e_peers.FLAVOR)
+    out = []
+    for _ in range(count):
+        spec, fprops, _uuids = cloudlib.havana_request(itype)
+        out.append(json.loads(json.dumps((cloudlib.request_context(), spec, fprops))))
+    return out
+
+
+def _run(manager, serializer, requests) -> tuple[float, float]:
+    """(thread CPU s, wall s) for handing ``requests`` to run_instance."""
+    cpu, wall = time.thread_time(), time.perf_counter()
+    for ctxt, spec, fprops in requests:
+        manager.run_instance(serializer.deserialize_context(ctxt), spec,
+                             "secret-request-cost", None, None, True, fprops)
+    return time.thread_time() - cpu, time.perf_counter() - wall
+
+
+def _callgrind(switch: str) -> None:
+    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())],
+                   check=True, capture_output=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=10000)
+    p.add_argument("--requests", type=int, default=400,
+                   help="requests per measured round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
+    p.add_argument("--callgrind", action="store_true",
+                   help="switch callgrind's collection on for one measured round")
+    p.add_argument("--cprofile", metavar="FILE",
+                   help="profile the first measured round with cProfile into FILE")
+    args = p.parse_args(argv)
+
+    broker = cloudlib.Broker("request_cost").open()
+    if broker.vhost is None:
+        print("request_cost: no private vhost (rabbitmqctl missing or refused)",
+              file=sys.stderr)
+        return 2
+    try:
+        with tempfile.TemporaryDirectory(prefix="nova-sched-request-cost-") as tmp:
+            workdir = Path(tmp)
+            url = args.database_url or f"sqlite:///{workdir / 'nova_sched.sqlite'}"
+            _configure(workdir, broker.url, url)
+            return _measure(args, url)
+    finally:
+        broker.close()
+
+
+def _measure(args, url: str) -> int:
+    from nova_sched import rpc
+    from nova_sched.db import api as db_api
+    from nova_sched.db import migration
+    from nova_sched.scheduler.manager import SchedulerManager
+
+    migration.db_sync(db_api.configure(url))
+    transport = rpc.get_transport()
+    manager = SchedulerManager(transport)
+    manager.reports.start()
+    serializer = rpc.ContextSerializer()
+    try:
+        started = time.perf_counter()
+        _register(manager, args.hosts)
+        print(f"request_cost: {args.hosts:,} hosts registered in "
+              f"{time.perf_counter() - started:.1f} s; {url.split(':')[0]} database")
+        # Past the re-reads of the rows registration just inserted (read
+        # back within the refresh's overlap window) and the first full resync.
+        time.sleep(2.5)
+        _run(manager, serializer, _requests(args.warmup))
+        rounds = []
+        for index in range(1 if args.callgrind else args.rounds):
+            batch = _requests(args.requests)
+            if args.callgrind:
+                _callgrind("on")
+            if args.cprofile and index == 0:
+                import cProfile
+                profile = cProfile.Profile()
+                rounds.append(profile.runcall(_run, manager, serializer, batch))
+                profile.dump_stats(args.cprofile)
+            else:
+                rounds.append(_run(manager, serializer, batch))
+            if args.callgrind:
+                _callgrind("off")
+        placed = _placed(manager)
+        cpu = statistics.median(c for c, _ in rounds) / args.requests * 1e3
+        wall = statistics.median(w for _, w in rounds) / args.requests * 1e3
+        print(f"request_cost: {args.hosts:,} hosts, {args.requests} requests x "
+              f"{len(rounds)} rounds after {args.warmup} warm-up; request thread "
+              f"CPU {cpu:.3f} ms, wall {wall:.3f} ms per request (p50 of rounds: "
+              + ", ".join(f"{c / args.requests * 1e3:.3f}" for c, _ in rounds)
+              + f"); {placed} instances placed")
+        expected = args.warmup + args.requests * len(rounds)
+        if placed != expected:
+            print(f"request_cost: {expected - placed} requests were not placed",
+                  file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        manager.reports.stop()
+        manager.stop_publishing()
+        transport.cleanup()
+        logging.shutdown()
+
+
+def _placed(manager) -> int:
+    import sqlalchemy as sa
+
+    from nova_sched.db import api as db_api
+
+    with db_api.get_engine().connect() as conn:
+        return conn.execute(sa.text(
+            "SELECT count(*) FROM instances WHERE host IS NOT NULL")).scalar_one()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
