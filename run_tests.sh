@@ -73,6 +73,7 @@ echo "run_tests: the topic consumer and the publisher with $oldest_pins" >&2
 "$OLDEST_VENV/bin/python" -m pytest -q -p no:cacheprovider \
     tests/unit/scheduler/test_topic_consumer.py \
     tests/unit/scheduler/test_pyamqp_adapter.py tests/functional/test_topic_consumer.py \
-    tests/unit/scheduler/test_publisher.py tests/functional/test_publisher_confirms.py
+    tests/unit/scheduler/test_publisher.py tests/functional/test_publisher_confirms.py \
+    tests/unit/scheduler/test_amqp_frames.py
 
 exec python3 -m pytest -q "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 
@@ -123,14 +124,27 @@ def test_a_connection_lost_midway_sends_again_only_what_was_not_confirmed(
     sent: list[list[str]] = []
 
     class Channel:
+        """py-amqp's channel as the publisher writes frames to it: the
+        bodies of the body frames (type 3) written are noted."""
+
+        channel_id = 1
+
         def __init__(self, confirm_first: int):
             self.events = {"basic_ack": set(), "basic_nack": set()}
             self.confirm_first = confirm_first
             self.bodies: list[str] = []
             sent.append(self.bodies)
+            self.connection = self
+            self.transport = self
+            self.frame_max = 131072
+            self.bytes_sent = 0
 
-        def basic_publish(self, message, exchange, routing_key):
-            self.bodies.append(message.body.decode())
+        def write(self, data: bytes) -> None:
+            while data:
+                kind, _channel, size = struct.unpack_from(">BHI", data)
+                if kind == 3:
+                    self.bodies.append(data[7:7 + size].decode())
+                data = data[8 + size:]
 
     class Conn:
         def __init__(self, channel, confirms):
