@@ -185,7 +185,7 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             "req_seen": counted_through_us or 0,
         }
         params.update({f"{name}_ratio": float(value) for name, value in ratios.items()})
-        if execute(conn, _CLAIM, params).rowcount != 1:
+        if execute(conn, _CLAIM, params) != 1:
             # Leaving the block by an exception rolls the release back too.
             raise exception.ClaimFailed(
                 f"claim for {instance_uuid} on compute node {node_id} failed: "
@@ -200,10 +200,10 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             values = {"b_uuid": instance_uuid, "b_host": host, "b_node": node,
                       "b_now": now, "b_index": launch_index}
             if previous is None:
-                placed = execute(conn, _SET_FIRST_PLACEMENT, values).rowcount
+                placed = execute(conn, _SET_FIRST_PLACEMENT, values)
             else:
                 placed = execute(conn, _SET_PLACEMENT_FROM,
-                                 dict(values, b_prev=previous)).rowcount
+                                 dict(values, b_prev=previous))
             if placed != 1:
                 # Leaving by an exception rolls the claim back.
                 raise exception.AlreadyPlaced(uuid=instance_uuid)

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from nova_sched import exception
-from nova_sched.db import wal_checkpoints
+from nova_sched.db import driver_sql, wal_checkpoints
 
 LOG = logging.getLogger(__name__)
 
@@ -133,10 +133,11 @@ def create_engine(url: str, own_checkpoints: bool = False) -> sa.Engine:
             # with SQLITE_BUSY when another process wrote in between; taking
             # the write lock up front makes writers queue on busy_timeout.
             # Readers (read_session) take a snapshot and no lock.
-            if conn.get_execution_options().get(_READ_ONLY):
-                conn.exec_driver_sql("BEGIN")
-            else:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            # On the driver's cursor (``driver_sql.run``): exec_driver_sql
+            # cost each hot transaction a statement's worth of Python.
+            statement = ("BEGIN" if conn.get_execution_options().get(_READ_ONLY)
+                         else "BEGIN IMMEDIATE")
+            driver_sql.run(conn, statement).close()
 
     return engine
 

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
+from nova_sched.db import api as db_api
 from nova_sched.db.driver_sql import execute, execute_many, insert_id
 
 _META = sa.MetaData()
@@ -99,9 +100,9 @@ def test_one_row_as_sqlalchemy_writes_it_and_its_id(empty_engine):
             # An UPDATE's rowcount counts the rows it matched, as SQLAlchemy's.
             changed = execute(conn, _UPDATE, {"v_id": 3, "v_size": 7, "who": "a",
                                               "when": when})
-            assert changed.rowcount == 1
+            assert changed == 1
             assert execute(conn, _UPDATE, {"v_id": 99, "v_size": 7, "who": "a",
-                                           "when": when}).rowcount == 0
+                                           "when": when}) == 0
             ours = _rows(conn)[2]
             conn.execute(_UPDATE, {"v_id": 3, "v_size": 7, "who": "a", "when": when})
             assert _rows(conn)[2] == ours
@@ -116,5 +117,36 @@ def test_one_row_as_sqlalchemy_writes_it_and_its_id(empty_engine):
                 execute(conn, sa.insert(_TABLE), {"id": 3, "name": "again", "size": 0,
                                                   "flag": False, "seen": when,
                                                   "owner": "a"})
+    finally:
+        _META.drop_all(empty_engine)
+
+
+_OWN_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
+_KILL = {"postgresql": "SELECT pg_terminate_backend({})", "mysql": "KILL {}"}
+
+
+def test_a_connection_lost_under_a_statement_is_sqlalchemys_and_invalidated(empty_engine):
+    """As ``conn.execute`` raises it: an OperationalError marked
+    ``connection_invalidated``, which the retries take for a lost
+    connection, and the connection is not handed out again."""
+    backend = empty_engine.dialect.name
+    if backend not in _OWN_ID:
+        pytest.skip("SQLite's connection is a file: nothing to lose")
+    _META.create_all(empty_engine)
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            with empty_engine.begin() as conn:
+                _fill(conn)
+                own = conn.exec_driver_sql(_OWN_ID[backend]).scalar_one()
+                with empty_engine.connect() as killer:
+                    killer.exec_driver_sql(_KILL[backend].format(int(own)))
+                    killer.commit()
+                execute(conn, _UPDATE, {"v_id": 3, "v_size": 7, "who": "a",
+                                        "when": dt.datetime(2026, 12, 4)})
+        assert caught.value.connection_invalidated
+        assert db_api.transient_reason(caught.value) == "connection lost"
+        assert "em_rows" in str(caught.value)
+        with empty_engine.connect() as conn:  # the pool gives a live one
+            assert conn.exec_driver_sql("SELECT 1").scalar_one() == 1
     finally:
         _META.drop_all(empty_engine)
