@@ -316,21 +316,25 @@ class SchedulingCycle:
                           group=server_groups.for_decision(group, uuid, hosts_of))
 
     def claim_for(self, spec: RequestSpec, uuid: str | None,
-                  selection: Selection) -> Claim:
+                  selection: Selection, counted_through_us: int | None = None
+                  ) -> Claim:
         """The claim ``uuid`` makes on the selected node: the request's
         resources, judged by the ratios the decision used, with the owner
-        and the move's source hosts a claim in Placement records."""
+        and the move's source hosts a claim in Placement records
+        (``counted_through_us``: see ``Claim``)."""
         return Claim(instance_uuid=uuid or "", node_id=selection.node_id,
                      memory_mb=spec.memory_mb, vcpus=spec.vcpus,
                      disk_mb=spec.disk_mb, ratios=selection.ratios,
                      node_uuid=selection.node_uuid, project_id=spec.project_id,
-                     user_id=spec.user_id, keep_on_hosts=frozenset(spec.ignore_hosts))
+                     user_id=spec.user_id, keep_on_hosts=frozenset(spec.ignore_hosts),
+                     counted_through_us=counted_through_us)
 
-    def _offer(self, spec: RequestSpec, uuid: str | None,
-               selection: Selection) -> Selection:
-        """The selection with what a caller needs to claim it itself."""
+    def _offer(self, spec: RequestSpec, uuid: str | None, selection: Selection,
+               claim: Claim | None = None) -> Selection:
+        """The selection with what a caller needs to claim it itself
+        (``claim``: the selection's, when the caller made it already)."""
         selection.allocation_request = self.claims.allocation_request(
-            self.claim_for(spec, uuid, selection))
+            claim or self.claim_for(spec, uuid, selection))
         return selection
 
     def _claim_best(self, spec, group, uuid, placement_index, alternates,
@@ -369,12 +373,12 @@ class SchedulingCycle:
                     if lost:
                         reason += f"; {lost} claims lost to concurrent schedulers"
                     raise exception.NoValidHost(reason)
-                chosen = self._offer(spec, uuid, decision.selection(0))
+                chosen = decision.selection(0)
+                claim = self.claim_for(spec, uuid, chosen,
+                                       self.host_manager.read_through_us())
+                self._offer(spec, uuid, chosen, claim)
                 rest = [self._offer(spec, uuid, decision.selection(p)) for p in
                         range(1, min(1 + alternates, len(decision.order)))]
-                claim = dataclasses.replace(
-                    self.claim_for(spec, uuid, chosen),
-                    counted_through_us=self.host_manager.read_through_us())
                 self.host_manager.consume(int(decision.order[0]), claim)
                 if not uuid:
                     # Nothing to claim for (Havana's conductor asks without
