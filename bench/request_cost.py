@@ -1,7 +1,8 @@
 """What one run_instance costs the daemon's request thread, in this process.
 
-    python bench/request_cost.py [--hosts 10000] [--requests 400]
-        [--warmup 100] [--database-url URL] [--callgrind]
+    python bench/request_cost.py [--hosts 10000] [--requests 400] [--rounds 3]
+        [--warmup 300] [--database-url URL] [--callgrind] [--cprofile FILE]
+    python bench/request_cost.py --smoke     # 500 hosts, one round of 50 (CI)
 
 The end-to-end benchmark's CPU per request moves by a third between runs on
 these machines, more than most single changes to the request path save.
@@ -19,7 +20,7 @@ the message off the socket and oslo.messaging's dispatcher (the consumer
 thread and ``RPCDispatcher``), and compute reports.
 
 It prints the thread's CPU milliseconds and wall milliseconds per request
-(p50 of ``--rounds`` rounds). With ``--callgrind``, run under
+(p50 of ``--rounds`` rounds), and exits 1 if any request was not placed. With ``--callgrind``, run under
 ``valgrind --tool=callgrind --instr-atstart=no``: instrumentation is switched
 on (``callgrind_control -i on``) for the measured requests only, so
 ``callgrind_annotate``'s total divided by ``--requests`` is the
@@ -43,6 +44,9 @@ from pathlib import Path
 
 import e2e_peers  # puts tests/functional on sys.path; threading backend first
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+
+DEFAULTS = {"hosts": 10000, "requests": 400, "rounds": 3, "warmup": 300}
+SMOKE = {"hosts": 500, "requests": 50, "rounds": 1, "warmup": 20}
 
 
 def _configure(workdir: Path, broker_url: str, database_url: str) -> None:
@@ -99,17 +103,21 @@ def _callgrind(switch: str) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--hosts", type=int, default=10000)
-    p.add_argument("--requests", type=int, default=400,
-                   help="requests per measured round")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=300)
+    p.add_argument("--hosts", type=int)
+    p.add_argument("--requests", type=int, help="requests per measured round")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--warmup", type=int)
     p.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
     p.add_argument("--callgrind", action="store_true",
                    help="switch callgrind's collection on for one measured round")
     p.add_argument("--cprofile", metavar="FILE",
                    help="profile the first measured round with cProfile into FILE")
+    p.add_argument("--smoke", action="store_true",
+                   help="500 hosts, one round of 50 requests: seconds (CI)")
     args = p.parse_args(argv)
+    for name, value in (SMOKE if args.smoke else DEFAULTS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
     broker = cloudlib.Broker("request_cost").open()
     if broker.vhost is None:

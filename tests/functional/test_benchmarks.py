@@ -2,7 +2,8 @@
 
 The benchmarks print figures; what is checked here is what they check
 themselves: the column-wise decisions choose what the per-host reference
-chooses, nothing is lost end to end, a restarted daemon answers. Timings
+chooses, nothing is lost end to end, a restarted daemon answers, every
+request handed to the request path in process is placed. Timings
 are printed, never asserted.
 """
 
@@ -43,3 +44,9 @@ def test_startup_bench_smoke(rabbitmq):
 def test_e2e_bench_smoke(rabbitmq):
     out = _smoke("e2e_bench.py")
     assert "LOST (neither arrived nor ERROR)" in out
+
+
+def test_request_cost_smoke(rabbitmq):
+    out = _smoke("request_cost.py")
+    assert "50 requests x 1 rounds after 20 warm-up" in out
+    assert "70 instances placed" in out
