@@ -114,10 +114,11 @@ def main(argv=None) -> int:
                    help="profile the first measured round with cProfile into FILE")
     p.add_argument("--smoke", action="store_true",
                    help="500 hosts, one round of 50 requests: seconds (CI)")
+    p.set_defaults(**DEFAULTS)
+    if p.parse_args(argv).smoke:
+        # The smoke sizes, unless given on the command line.
+        p.set_defaults(**SMOKE)
     args = p.parse_args(argv)
-    for name, value in (SMOKE if args.smoke else DEFAULTS).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
 
     broker = cloudlib.Broker("request_cost").open()
     if broker.vhost is None:
