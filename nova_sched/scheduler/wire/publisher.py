@@ -13,9 +13,10 @@ and a ``_unique_id``, as its clients send it, so oslo.messaging's servers
 and listeners read it.
 
 On RabbitMQ the messages go out on py-amqp's channel, which is in confirm
-mode, and ``publish_many`` sends a batch before it waits: the broker's
-confirms (one often covering several messages) are read once for the
-batch, not once per message. A message the broker refuses (a nack) or that
+mode, and ``publish_many`` sends a batch before it waits: its frames are
+built by ``amqp_frames`` and written at once, and the broker's confirms
+(one often covering several messages) are read once for the batch, not
+once per message. A message the broker refuses (a nack) or that
 a lost connection leaves unconfirmed is sent again; those it confirmed are
 not. kombu's in-memory broker (the demo) takes them through kombu's
 ``Producer``, one by one, with nothing to confirm.
