@@ -58,7 +58,6 @@ class PublishFrames:
                             + _short_string(content_encoding) + _EMPTY_TABLE
                             + bytes((delivery_mode, 0)))
         self._parts: list[bytes] = []
-        self.count = 0
 
     def _frame(self, kind: int, payload: bytes) -> None:
         self._parts += (_FRAME_HEAD.pack(kind, self._channel, len(payload)), payload,
@@ -73,11 +72,9 @@ class PublishFrames:
         chunk = self._chunk
         for start in range(0, len(body), chunk):
             self._frame(_BODY, body[start:start + chunk])
-        self.count += 1
 
     def take(self) -> bytes:
         """Every frame added since the last ``take``, in order."""
         data = b"".join(self._parts)
         self._parts.clear()
-        self.count = 0
         return data

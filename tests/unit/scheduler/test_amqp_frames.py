@@ -44,9 +44,8 @@ def _ours(frame_max: int, channel_id: int, messages) -> bytes:
     frames = PublishFrames(channel_id, frame_max, "application/json", "utf-8", 2)
     for exchange, routing_key, body in messages:
         frames.add(exchange, routing_key, body)
-    assert frames.count == len(messages)
     data = frames.take()
-    assert frames.count == 0 and frames.take() == b""
+    assert frames.take() == b""  # taken: a second take starts empty
     return data
 
 
