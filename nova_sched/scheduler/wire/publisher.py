@@ -45,8 +45,11 @@ LOG = logging.getLogger(__name__)
 # Seconds between heartbeat checks of an idle connection, and between
 # checks of the connection while confirms are awaited.
 _IDLE = 1.0
-# kombu's Producer marks every message persistent unless told otherwise;
-# the messages sent here are the same as the ones it sent.
+# Every message's properties: kombu's Producer gave these to the JSON
+# text oslo.messaging hands it, and marks every message persistent unless
+# told otherwise; the messages sent here are the same as the ones it sent.
+_CONTENT_TYPE = "application/json"
+_CONTENT_ENCODING = "utf-8"
 _PERSISTENT = 2
 
 
@@ -126,6 +129,7 @@ class Publisher:
         self._conn: kombu.Connection | None = None
         self._channel = None
         self._confirms: _Confirms | None = None
+        self._frames: PublishFrames | None = None
         self._producer: kombu.Producer | None = None
         self._declared: set[tuple[str, str]] = set()
         self._exchanges: dict[str, kombu.Exchange] = {}
@@ -189,8 +193,9 @@ class Publisher:
                 message = waiting[0]
                 self._producer.publish(
                     message.body, exchange=self.exchange(message.exchange),
-                    routing_key=message.routing_key, content_type="application/json",
-                    content_encoding="utf-8", compression=self.settings.compression)
+                    routing_key=message.routing_key, content_type=_CONTENT_TYPE,
+                    content_encoding=_CONTENT_ENCODING,
+                    compression=self.settings.compression)
                 del waiting[0]
             return
         first = confirms.published + 1
@@ -228,11 +233,16 @@ class Publisher:
         """The messages' frames, as py-amqp's basic_publish would write them
         one by one, in one write (``amqp_frames``)."""
         conn = self._channel.connection
-        frames = PublishFrames(self._channel.channel_id, conn.frame_max,
-                               "application/json", "utf-8", _PERSISTENT)
+        frames = self._frames
+        if frames is None:
+            # Once per connection: the channel's number and the frame size
+            # are the connection's, and the properties are encoded once.
+            frames = self._frames = PublishFrames(
+                self._channel.channel_id, conn.frame_max, _CONTENT_TYPE,
+                _CONTENT_ENCODING, _PERSISTENT)
         for message in waiting:
             frames.add(self.exchange(message.exchange).name, message.routing_key,
-                       message.body.encode("utf-8"))
+                       message.body.encode(_CONTENT_ENCODING))
         conn.transport.write(frames.take())
         # What py-amqp counts per frame written, so that its heartbeat
         # check sees the connection in use.
@@ -240,13 +250,13 @@ class Publisher:
 
     def _message(self, body: str) -> amqp.Message:
         """The message kombu's Producer would make of ``body``."""
-        data = body.encode("utf-8")
+        data = body.encode(_CONTENT_ENCODING)
         headers: dict = {}
         if self.settings.compression:
             data, headers["compression"] = kombu.compression.compress(
                 data, self.settings.compression)
-        return amqp.Message(data, priority=0, content_type="application/json",
-                            content_encoding="utf-8", application_headers=headers,
+        return amqp.Message(data, priority=0, content_type=_CONTENT_TYPE,
+                            content_encoding=_CONTENT_ENCODING, application_headers=headers,
                             delivery_mode=_PERSISTENT)
 
     def _connect(self, what: str) -> None:
@@ -319,6 +329,7 @@ class Publisher:
     def _drop(self) -> None:
         conn = self._conn
         self._conn = self._channel = self._confirms = self._producer = None
+        self._frames = None
         discard(conn)
 
     def close(self) -> None:
@@ -330,6 +341,7 @@ class Publisher:
         try:
             conn = self._conn
             self._conn = self._channel = self._confirms = self._producer = None
+            self._frames = None
         finally:
             self._lock.release()
         if conn is not None:
