@@ -78,13 +78,18 @@ scheduler_opts = [
         min=1,
         help="Threads per process that handle requests taken from the "
         "scheduler topic (compute reports are handled on the consumer "
-        "thread itself). Unset: 2 with claims = local, where a request "
-        "waits only for short database transactions and the broker's "
-        "confirm, and more threads only take turns at the interpreter; 8 "
-        "with claims = placement, whose HTTP round trips more threads "
-        "overlap. Keep it below the database connection pool "
-        "(SQLAlchemy's: 5 connections plus 10 more under load) so that no "
-        "request waits for a connection. A daemon holds at most [oslo_messaging_rabbit] "
+        "thread itself). Unset: with claims = local, 1 on a SQLite "
+        "database, where a request waits only for the process's own short "
+        "transactions and the broker's confirm (a second thread overlaps "
+        "those waits, but the two hand the interpreter to each other at "
+        "every one of them, which costs more CPU than the overlap saves), "
+        "and 2 on a database server, whose round trips a second thread "
+        "overlaps; 8 with claims = placement, whose HTTP round trips more "
+        "threads overlap. With one thread a request for many instances "
+        "holds up the others until its last instance is cast. Keep it "
+        "below the database connection pool (SQLAlchemy's: 5 connections "
+        "plus 10 more under load) so that no request waits for a "
+        "connection. A daemon holds at most [oslo_messaging_rabbit] "
         "rabbit_qos_prefetch_count messages unacknowledged; the others wait "
         "in the broker's queue.",
     ),
@@ -141,10 +146,15 @@ def list_opts():
     return {scheduler_group: scheduler_opts}
 
 
-# [scheduler] request_threads when unset, by claim store (see its help).
-_REQUEST_THREADS = {"local": 2, "placement": 8}
+# [scheduler] request_threads when unset, by claim store and, for local
+# claims, by whether the database is a SQLite file (see its help).
+_REQUEST_THREADS = {("local", True): 1, ("local", False): 2,
+                    ("placement", True): 8, ("placement", False): 8}
 
 
 def request_threads(conf) -> int:
-    """``[scheduler] request_threads``, or its default for the claim store."""
-    return conf.scheduler.request_threads or _REQUEST_THREADS[conf.scheduler.claims]
+    """``[scheduler] request_threads``, or its default for the claim store
+    and the database."""
+    sqlite = str(conf.database.connection or "").startswith("sqlite")
+    return (conf.scheduler.request_threads
+            or _REQUEST_THREADS[conf.scheduler.claims, sqlite])
