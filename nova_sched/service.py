@@ -3,6 +3,7 @@ when ``[prometheus] enabled``, health and metrics."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -106,7 +107,9 @@ class SchedulerService:
                                     threads=conf_scheduler.request_threads(CONF),
                                     on_backlog=self.manager.host_manager.set_report_lag,
                                     guard=self.poison_guard,
-                                    on_reconnect=self._reconnected)
+                                    on_reconnect=self._reconnected,
+                                    on_idle=functools.partial(
+                                        self.manager.write_held_casts, idle=True))
         self.server.start()
         if CONF.prometheus.enabled:
             on_probe = [lambda _reason: self.sample_metrics()]
@@ -154,6 +157,7 @@ class SchedulerService:
     def _run_periodic(self) -> None:
         while not self._stop.wait(CONF.scheduler.periodic_task_interval):
             try:
+                self.manager.write_held_casts()
                 self.manager.resume_parked()
                 self.manager.recover_stuck()
                 self.poison_guard.purge()

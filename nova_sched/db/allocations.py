@@ -119,7 +119,8 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           disk_mb: int, ratios: Mapping[str, float],
           placement: tuple[str, str, int, str | None] | None = None,
           new: db_instances.NewRequest | None = None,
-          counted_through_us: int | None = None) -> None:
+          counted_through_us: int | None = None,
+          casts: list[db_instances.Cast] | None = None) -> None:
     """Take the resources on the node or raise ClaimFailed.
 
     ``ratios`` maps each resource's name to the allocation ratio the
@@ -143,13 +144,17 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
     change was read, so that the caller's refreshes skip it. None: the
     claim is not counted anywhere yet, and every refresh reads the row.
 
+    ``casts``: casts made since the last claim, recorded in this same
+    transaction (``db.instances.record_casts``), so that a boot costs one
+    write transaction, not two; a failure writes none of them.
+
     Safe to run again when its COMMIT's outcome was lost (a database node
     died under it): the second run finds the row the first one wrote and
     does nothing more (with ``new``: finds the instance's row, and raises
     AlreadyRecorded for the caller to take the request's general way).
     """
     _claim(uuid_lib.uuid4().hex, instance_uuid, node_id, memory_mb, vcpus,
-           disk_mb, ratios, placement, new, counted_through_us)
+           disk_mb, ratios, placement, new, counted_through_us, casts)
 
 
 @db_api.retry_on_disconnect
@@ -157,7 +162,8 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
            vcpus: int, disk_mb: int, ratios: Mapping[str, float],
            placement: tuple[str, str, int, str | None] | None,
            new: db_instances.NewRequest | None = None,
-           counted_through_us: int | None = None) -> None:
+           counted_through_us: int | None = None,
+           casts: list[db_instances.Cast] | None = None) -> None:
     now = db_api.utcnow()
     event_id = None
     with db_api.transaction() as conn:
@@ -207,6 +213,8 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             if placed != 1:
                 # Leaving by an exception rolls the claim back.
                 raise exception.AlreadyPlaced(uuid=instance_uuid)
+        if casts:
+            db_instances.record_casts(conn, casts, now)
     if new is not None:
         # Committed: the request's rows exist now (a lost claim wrote none).
         new.event_id = event_id

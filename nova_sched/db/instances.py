@@ -272,7 +272,11 @@ def set_scheduling(uuid: str) -> None:
             task_state="scheduling")
 
 
-@db_api.retry_on_disconnect
+# A cast to record: the instance's uuid, and the events (event id ->
+# result, traceback, as ``finish_events``) finished with it.
+Cast = tuple[str, dict[int, tuple[str, str | None]]]
+
+
 def mark_cast(uuid: str, finished: dict[int, tuple[str, str | None]] | None = None
               ) -> None:
     """The instance was cast to the compute node it is placed on.
@@ -280,11 +284,25 @@ def mark_cast(uuid: str, finished: dict[int, tuple[str, str | None]] | None = No
     ``finished`` (event id -> result, traceback, as ``finish_events``) are
     finished in the same transaction: the instance's ``schedule`` event.
     """
-    now = db_api.utcnow()
+    mark_casts([(uuid, finished or {})])
+
+
+@db_api.retry_on_disconnect
+def mark_casts(casts: list[Cast]) -> None:
+    """``mark_cast`` of several instances, in one transaction."""
     with db_api.transaction() as conn:
-        execute(conn, _MARK_CAST, {"b_uuid": uuid, "b_now": now})
-        if finished:
-            _finish_events(conn, finished, now)
+        record_casts(conn, casts, db_api.utcnow())
+
+
+def record_casts(conn, casts: list[Cast], now: dt.datetime) -> None:
+    """Record ``casts`` in the caller's transaction (running it again, as
+    after a COMMIT whose answer was lost, changes nothing that matters)."""
+    if not casts:
+        return
+    execute_many(conn, _MARK_CAST, [{"b_uuid": uuid, "b_now": now} for uuid, _ in casts])
+    finished = {event: result for _, events in casts for event, result in events.items()}
+    if finished:
+        _finish_events(conn, finished, now)
 
 
 @dataclasses.dataclass(frozen=True)

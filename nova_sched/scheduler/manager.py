@@ -147,6 +147,8 @@ class SchedulerManager:
             needs_secrets=bool(boot.admin_password or boot.injected_files))
         announced = False
         if retry.is_reschedule(spec):
+            # Where its instances stand must include the casts held.
+            self.cycle.casts.flush()
             db_instances.ensure_instances(spec.instance_uuids,
                                           spec.instance_properties, sizes,
                                           request=stored)
@@ -163,6 +165,8 @@ class SchedulerManager:
                          "again, or published twice); reading where it stands",
                          context.request_id, new.uuid)
                 announced = True
+        # Where its instances stand must include the casts held.
+        self.cycle.casts.flush()
         # One transaction records the request and starts its events.
         standing, started = db_instances.begin_request(
             spec.instance_uuids, spec.instance_properties, sizes, stored,
@@ -180,9 +184,12 @@ class SchedulerManager:
         with EventReporter(context, "schedule", [new.uuid], self.host,
                            started={}) as events:
             self.notifier.run_instance_start(context, spec.raw)
+            # On a consumer's worker the cast's record waits for the next
+            # claim, or for the worker to find no request waiting.
+            defer_ack = topic_consumer.defer_ack if topic_consumer.in_handler() else None
             for outcome in self.cycle.schedule(context, spec, boot, standing={},
                                                events=events, new_request=new,
-                                               end_with_cast=True):
+                                               end_with_cast=True, defer_ack=defer_ack):
                 ended = outcome.ended
                 if outcome.error is None:
                     continue
@@ -272,6 +279,17 @@ class SchedulerManager:
             self._set_error(context, spec.raw, uuid,
                             f"Scheduler error: {type(err).__name__}: {err}",
                             details=details)
+
+    def write_held_casts(self, idle: bool = False) -> None:
+        """Record the casts held for the next claim (``CastRecords``) now:
+        the consumer's workers call it when no request waits (``idle``),
+        the periodic tasks and a stopping daemon too. A database away
+        leaves them held, their messages unacknowledged."""
+        try:
+            self.cycle.casts.flush(idle=idle)
+        except exception.DatabaseUnavailable as err:
+            LOG.warning("Casts made could not be recorded yet (%s); they are "
+                        "recorded once the database answers", err.message)
 
     def recover_stuck(self) -> list[str]:
         """The periodic sweep of instances stuck in scheduling (``recovery``)."""

@@ -17,11 +17,14 @@ stay correct together"; ``SchedulingCycle.standing``/``_recast``).
 What must hold once every instance is settled:
 - none lost: each instance is in ERROR, or placed (host set) and cast;
 - an instance is cast to one host only, the one its row names; a cast sent
-  twice (the daemon died between the cast and ``mark_cast``, the one
-  documented window, see ``SchedulingCycle._cast``) goes to the same host.
-  Each of the killed daemon's ``request_threads`` handlers can be inside
-  that window when the kill lands, so a kill may cause up to
-  ``request_threads`` repeated casts (not just one): that is the bound;
+  twice (the daemon died between the cast and the commit of its record,
+  the one documented window, see ``SchedulingCycle._cast``; while requests
+  wait the record rides the next claim's transaction, ``CastRecords``)
+  goes to the same host. Each of the killed daemon's ``request_threads``
+  handlers can be inside that window when the kill lands (a handler's
+  cast is recorded by its next claim at the latest, so it has at most one
+  unrecorded), so a kill may cause up to ``request_threads`` repeated
+  casts (not just one): that is the bound;
 - no instance in ERROR was cast to a compute node;
 - claims: every allocation belongs to a placed instance, on the node its row
   names, every placed instance holds exactly one, each node's running

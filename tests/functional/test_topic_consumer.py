@@ -123,14 +123,14 @@ class _Harness:
         return ep
 
     def consumer(self, endpoint, server="daemon-a", inline=(), threads=8,
-                 transport=None, guard=None):
+                 transport=None, guard=None, on_idle=None):
         from nova_sched.scheduler.wire.topic_consumer import TopicConsumer
 
         consumer = TopicConsumer(
             transport or self.transport(),
             self.messaging.Target(topic=self.topic, server=server),
             endpoint, self.rpc.ContextSerializer(), inline=inline,
-            threads=threads, guard=guard, url=self.broker.url)
+            threads=threads, guard=guard, url=self.broker.url, on_idle=on_idle)
         self.consumers.append(consumer)
         consumer.start()
         assert consumer.ready.wait(WAIT), "the consumer thread never polled"
@@ -305,6 +305,34 @@ def test_worker_cast_is_acknowledged_only_when_its_handler_returns(harness, brok
     assert consumer.in_hand() == 0
     _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
                 "the acknowledgement to reach the broker")
+
+
+def test_a_worker_with_nothing_waiting_runs_the_idle_hook(harness, broker):
+    """What handlers held for later is let go by the idle hook, which a
+    worker runs when it finds no message waiting, and once more as the
+    consumer stops."""
+    ep = harness.endpoint()
+    idle: list[int] = []
+
+    def on_idle():
+        with ep.lock:
+            held, ep.acks[:] = list(ep.acks), []
+        idle.append(len(held))
+        for ack in held:
+            ack()
+
+    consumer = harness.consumer(ep, threads=1, on_idle=on_idle)
+    client = harness.client()
+    for value in range(3):
+        client.cast(harness.context(), "later", value=value)
+
+    _wait(lambda: consumer.acknowledged == 3, "the held messages to be let go")
+    assert ep.done == [0, 1, 2] and sum(idle) == 3
+    _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (0, 0),
+                "the acknowledgements to reach the broker")
+    calls = len(idle)
+    consumer.stop()
+    assert len(idle) == calls + 1
 
 
 def test_a_deferred_message_is_acknowledged_when_its_handler_says(harness, broker):

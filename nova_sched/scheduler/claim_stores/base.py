@@ -72,6 +72,9 @@ class Placement:
     for the first time); a store that ``records_new_requests`` writes it,
     placed, with the claim, and raises AlreadyRecorded if it exists after
     all.
+
+    ``casts``: records of earlier casts (``db.instances.Cast``) that such a
+    store writes in the claim's transaction; none of them if it fails.
     """
 
     host: str
@@ -79,6 +82,7 @@ class Placement:
     launch_index: int
     previous_host: str | None = None
     new_request: NewRequest | None = None
+    casts: tuple = ()
 
 
 class ClaimStore(Protocol):

@@ -19,7 +19,8 @@ class DatabaseClaims:
                                             placement.launch_index,
                                             placement.previous_host),
             new=None if placement is None else placement.new_request,
-            counted_through_us=claim.counted_through_us)
+            counted_through_us=claim.counted_through_us,
+            casts=None if placement is None else placement.casts)
 
     def release(self, instance_uuids: list[str]) -> list[int]:
         return db_allocations.release(instance_uuids)

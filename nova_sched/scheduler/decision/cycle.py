@@ -27,12 +27,13 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from nova_sched import exception
 from nova_sched.db import instances as db_instances
 from nova_sched.scheduler.decision import retry, server_groups
 from nova_sched.scheduler.claims import Claim, ClaimStore, Placement
+from nova_sched.scheduler.decision.cast_records import CastRecords
 from nova_sched.scheduler.decision.cycle_state import CycleState
 from nova_sched.scheduler.decision.decision_stats import DecisionStats
 from nova_sched.scheduler.driver import Decision, Scheduler, Selection
@@ -122,12 +123,16 @@ class SchedulingCycle:
         # decision.
         self._cast_unrecorded: set[str] = set()
         self._unrecorded_lock = threading.Lock()
+        # Casts whose records ride the next claim's transaction.
+        self.casts = CastRecords()
 
     # -- a request --------------------------------------------------------
     def schedule(self, context, spec: RequestSpec, boot: BootArgs | None = None,
                  alternates: int = 0, standing: dict | None = None,
                  events=None, new_request: db_instances.NewRequest | None = None,
-                 end_with_cast: bool = False) -> Iterator[Outcome]:
+                 end_with_cast: bool = False,
+                 defer_ack: Callable[[], Callable[[], None]] | None = None
+                 ) -> Iterator[Outcome]:
         """Place each instance of the request in turn; one Outcome each.
 
         With ``boot`` each placement is recorded and cast to its node (a
@@ -144,6 +149,9 @@ class SchedulingCycle:
         propagates if it was recorded after all. ``end_with_cast``: the
         request's end notification goes out with its last instance's cast
         when it can (``Outcome.ended``; see ``SchedulerNotifier.taken``).
+        ``defer_ack`` (``topic_consumer.defer_ack``, given on a consumer's
+        worker): ``new_request``'s cast is recorded by the next claim's
+        transaction (``CastRecords``), its message kept until then.
         """
         group = server_groups.resolve(spec, record=True)
         if standing is None:
@@ -169,7 +177,7 @@ class SchedulingCycle:
                 selections, ended = self._place(
                     context, spec, group, uuid, index, boot, alternates, events,
                     previous_host=where.host if where is not None else None,
-                    new_request=new_request, end_with_cast=last)
+                    new_request=new_request, end_with_cast=last, defer_ack=defer_ack)
                 yield Outcome(uuid, selections, ended=ended)
             except exception.AlreadyPlaced:
                 LOG.info("Instance %s was placed meanwhile by another handler of "
@@ -230,7 +238,9 @@ class SchedulingCycle:
                boot: BootArgs | None, alternates: int, events=None,
                previous_host: str | None = None,
                new_request: db_instances.NewRequest | None = None,
-               end_with_cast: bool = False) -> tuple[list[Selection], bool]:
+               end_with_cast: bool = False,
+               defer_ack: Callable[[], Callable[[], None]] | None = None
+               ) -> tuple[list[Selection], bool]:
         """Decide and claim, then for a boot cast and record: the
         selections, and whether the request's end went with the cast."""
         fprops = retry.next_attempt(spec.filter_properties, uuid)
@@ -258,7 +268,8 @@ class SchedulingCycle:
                 db_instances.set_scheduling(uuid)
                 raise
             # Cast: whatever happens now, the claim stays where it was cast.
-            self._record_cast(uuid, events)
+            self._record_cast(uuid, events,
+                              defer_ack if new_request is not None else None)
         return selections, ended
 
     def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
@@ -295,7 +306,7 @@ class SchedulingCycle:
             self.host_manager.refresh_node(held.node_id)
         with self._unrecorded_lock:
             already_cast = uuid in self._cast_unrecorded
-        if already_cast:
+        if already_cast or self.casts.holds(uuid):
             LOG.info("Instance %s was cast to %s/%s before the database went "
                      "away; recording it", uuid, held.host, held.nodename)
         else:
@@ -388,9 +399,20 @@ class SchedulingCycle:
             placement = None if placement_index is None else Placement(
                 chosen.host, chosen.nodename, placement_index, previous_host,
                 new_request)
+            # A new request's claim records the casts held meanwhile (the
+            # other ways of a request write them before they begin).
+            riding = self.casts.take() if new_request is not None else []
+            if riding:
+                placement = dataclasses.replace(
+                    placement, casts=tuple(held.record for held in riding))
             try:
-                with timing.claiming():
-                    self.claims.claim(claim, placement)
+                try:
+                    with timing.claiming():
+                        self.claims.claim(claim, placement)
+                except BaseException:
+                    self.casts.put_back(riding)
+                    raise
+                self.casts.written(riding)
                 self.host_manager.source.note_confirmed(claim)
                 return [chosen] + rest
             except exception.ClaimFailed as err:
@@ -455,7 +477,9 @@ class SchedulingCycle:
                  chosen.host, chosen.nodename, chosen.weight)
         return along.ends
 
-    def _record_cast(self, uuid: str, events) -> None:
+    def _record_cast(self, uuid: str, events,
+                     defer_ack: Callable[[], Callable[[], None]] | None = None
+                     ) -> None:
         """Record that ``uuid`` was cast, with its event's end.
 
         A request delivered again must not cast the instance twice. A daemon
@@ -463,10 +487,15 @@ class SchedulingCycle:
         which it will be (to the same node: see _recast). A database gone
         at this moment is remembered here, so that this daemon, resuming
         the request, records the cast instead of sending it again.
+        With ``defer_ack`` the record is held for the next claim's
+        transaction (``CastRecords``) and the request's message with it.
         """
+        finished = events.finish_on_cast(uuid) if events is not None else None
+        if defer_ack is not None:
+            self.casts.hold(uuid, finished or {}, defer_ack())
+            return
         try:
-            db_instances.mark_cast(
-                uuid, events.finish_on_cast(uuid) if events is not None else None)
+            db_instances.mark_cast(uuid, finished)
         except exception.DatabaseUnavailable:
             with self._unrecorded_lock:
                 self._cast_unrecorded.add(uuid)

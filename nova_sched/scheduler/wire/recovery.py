@@ -36,6 +36,8 @@ def recover_stuck_instances(cycle, reschedule: Reschedule | None = None) -> list
     cutoff = db_api.utcnow() - dt.timedelta(seconds=timeout)
     recovered = []
     for uuid in db_instances.find_stuck(cutoff):
+        if cycle.casts.holds(uuid):
+            continue  # cast by this daemon; its record waits for the database
         stored = db_instances.stored_request(uuid)
         if (reschedule is not None and stored is not None
                 and not stored.needs_secrets):

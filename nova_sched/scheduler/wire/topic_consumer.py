@@ -59,7 +59,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import kombu
 import oslo_messaging as messaging
@@ -302,7 +302,7 @@ def _decoded(message) -> Any:
 class _Delivery:
     """One message taken from the queue, until it is acknowledged."""
 
-    __slots__ = ("message", "request", "method", "deferred", "message_id",
+    __slots__ = ("message", "request", "method", "message_id",
                  "redelivered", "broker_count")
 
     def __init__(self, message, request: _Request, method, message_id=None,
@@ -310,7 +310,6 @@ class _Delivery:
         self.message = message    # kombu's: its delivery tag, its channel
         self.request = request
         self.method = method
-        self.deferred = False     # its handler keeps the acknowledgement
         self.message_id = message_id      # the sender's unique id
         self.redelivered = redelivered    # the broker delivered it before
         self.broker_count = broker_count  # a quorum queue's x-delivery-count
@@ -390,33 +389,86 @@ class _SoloGate:
                 self._cond.notify_all()
 
 
-# The delivery a worker thread is handling, for defer_ack.
-_current: contextvars.ContextVar[tuple["TopicConsumer", _Delivery] | None] = (
+class _Holding:
+    """The acknowledgement of the message a worker is handling: sent when
+    its handler returns, unless holders took it over (``defer_ack``); then
+    when the last of them lets it go."""
+
+    __slots__ = ("_ack", "_holders", "_returned", "_lock")
+
+    def __init__(self, ack: Callable[[], None]):
+        self._ack = ack
+        self._holders = 0
+        self._returned = False
+        self._lock = threading.Lock()
+
+    def hold(self) -> Callable[[], None]:
+        with self._lock:
+            self._holders += 1
+        released = threading.Event()
+
+        def _release() -> None:
+            if not released.is_set():
+                released.set()
+                self._let_go(holder=True)
+
+        return _release
+
+    def _let_go(self, holder: bool) -> None:
+        with self._lock:
+            if holder:
+                self._holders -= 1
+            else:
+                self._returned = True
+            due = self._returned and self._holders == 0
+            if due:
+                self._returned = False  # once
+        if due:
+            self._ack()
+
+
+# The message a worker thread is handling, for defer_ack.
+_current: contextvars.ContextVar[_Holding | None] = (
     contextvars.ContextVar("nova_sched_delivery", default=None))
+
+
+@contextlib.contextmanager
+def handling(ack: Callable[[], None]) -> Iterator[None]:
+    """Run a handler as a worker runs it: ``ack`` is called once the handler
+    has returned and every ``defer_ack`` holder it gave out has been called
+    (at once if it gave out none). The workers use it; so can a benchmark
+    or a test that hands requests to a handler itself."""
+    holding = _Holding(ack)
+    token = _current.set(holding)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+        holding._let_go(holder=False)
+
+
+def in_handler() -> bool:
+    """Whether this thread is running a handler under ``handling`` (a worker
+    of a TopicConsumer): only there does ``defer_ack`` keep a message."""
+    return _current.get() is not None
 
 
 def defer_ack() -> Callable[[], None]:
     """Keep the message being handled unacknowledged when its handler returns.
 
     For a handler that cannot finish now (the database is away) but keeps
-    the request to finish later: it calls the returned function once the
-    request is handled. Until then the broker counts the message as held
-    by this daemon, and delivers it again should the daemon die. Outside a
-    worker of a TopicConsumer (a direct call) the function does nothing.
+    the request to finish later, or that leaves part of its work (the
+    record of a cast) to be written later: it calls the returned function
+    once that is done. Several holders may keep one message; it is
+    acknowledged when the last lets it go. Until then the broker counts
+    the message as held by this daemon, and delivers it again should the
+    daemon die. Outside a handler (a direct call) the function does
+    nothing.
     """
-    current = _current.get()
-    if current is None:
+    holding = _current.get()
+    if holding is None:
         return lambda: None
-    consumer, delivery = current
-    delivery.deferred = True
-    done = threading.Event()
-
-    def _ack() -> None:
-        if not done.is_set():
-            done.set()
-            consumer._acks.put(delivery)
-
-    return _ack
+    return holding.hold()
 
 
 def _fingerprint(body: dict) -> str:
@@ -450,6 +502,9 @@ class TopicConsumer:
     back on the broker after losing it (a node died: it fails over to the
     next of ``transport_url``), with the seconds it was away and the node
     (``host:port``) it consumes through now.
+    ``on_idle()`` is called by a worker that finds no message waiting after
+    one it handled, and by each worker as the consumer stops: the endpoint
+    finishes there what its handlers left for later (``defer_ack``).
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
@@ -457,7 +512,8 @@ class TopicConsumer:
                  on_backlog: Callable[[float], None] | None = None,
                  guard: RedeliveryGuard | None = None,
                  on_reconnect: Callable[[float, str], None] | None = None,
-                 url: str | None = None):
+                 url: str | None = None,
+                 on_idle: Callable[[], None] | None = None):
         conf = transport.conf
         transport_url = messaging.TransportURL.parse(conf, url)
         if transport_url.transport.split("+")[0] not in ("rabbit", "kombu"):
@@ -513,6 +569,9 @@ class TopicConsumer:
         self._guard = guard
         self._gate = _SoloGate()
         self._on_reconnect = on_reconnect
+        # Called by a worker that finds no message waiting, and by each
+        # worker as it stops.
+        self._on_idle = on_idle
         # Consumer thread: when the broker connection was lost (None while
         # connected), and when it was last seen working.
         self._lost_at: float | None = None
@@ -960,24 +1019,33 @@ class TopicConsumer:
         while True:
             delivery = self._work.get()
             if delivery is None:
+                if self._on_idle is not None:
+                    # Stopping: what the owner left for later is done now,
+                    # while acknowledgements can still be sent.
+                    self._idle()
                 return
             if self._stopping.is_set():
                 # Left for another daemon: never acknowledged.
                 with self._lock:
                     self._in_hand -= 1
                 continue
-            token = _current.set((self, delivery))
-            try:
+            with handling(lambda delivery=delivery: self._acks.put(delivery)):
                 if delivery.redelivered and self._guard is not None:
                     with self._gate.alone():
                         self._handle_redelivered(delivery)
                 else:
                     with self._gate.shared():
                         self._dispatch(delivery.request)
-            finally:
-                _current.reset(token)
-                if not delivery.deferred:
-                    self._acks.put(delivery)
+            if self._on_idle is not None and self._work.empty():
+                self._idle()
+
+    def _idle(self) -> None:
+        """A worker found no message waiting: the owner's ``on_idle``."""
+        try:
+            self._on_idle()
+        except Exception:  # the owner's trouble: logged, the worker goes on
+            LOG.exception("The idle hook of the consumer of topic %s failed",
+                          self._target.topic)
 
     def _handle_redelivered(self, delivery: _Delivery) -> None:
         """Count the start; past the guard's limit give the request up,

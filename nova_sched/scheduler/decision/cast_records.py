@@ -1,0 +1,122 @@
+"""Casts sent whose records wait for the next claim's transaction.
+
+A boot seen for the first time costs the scheduler's database two write
+transactions: the claim (which also writes the instance's rows) and, once
+the compute cast is confirmed by the broker, the record of that cast
+(``db.instances.mark_cast``). When another request is already waiting, the
+record is held here instead and written by that request's claim, in the
+same transaction: one transaction per boot. Its message stays
+unacknowledged until then (``topic_consumer.defer_ack``), so that a daemon
+dying with records held leaves the requests to the broker, which delivers
+them again: each is then found claimed and not recorded as cast, and is
+cast to the node it holds, never elsewhere (``ScheduleCycle._recast``), as
+when a daemon dies between a cast and its record.
+
+A worker that finds no request waiting writes what is held at once
+(``flush``, the consumer's idle hook), as do the general way of a request
+(before it reads where its instances stand), the periodic tasks and a
+stopping daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from typing import Callable
+
+from nova_sched import exception
+from nova_sched.db import instances as db_instances
+
+# After a flush found the database away, idle workers leave the records to
+# the next claim and the periodic tasks for this long: each try waits out
+# the database's retries, and requests would queue behind it.
+_AFTER_FAILURE_S = 1.0
+
+
+@dataclasses.dataclass
+class HeldCast:
+    """One cast not yet recorded, and what lets its message go."""
+
+    uuid: str
+    finished: dict[int, tuple[str, str | None]]
+    ack: Callable[[], None]
+
+    @property
+    def record(self) -> db_instances.Cast:
+        return self.uuid, self.finished
+
+
+class CastRecords:
+    """The casts held until a transaction records them (see the module)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: dict[str, HeldCast] = {}
+        self._failed_at = float("-inf")
+
+    def hold(self, uuid: str, finished: dict[int, tuple[str, str | None]],
+             ack: Callable[[], None]) -> None:
+        """Keep ``uuid``'s cast to be recorded with ``finished`` (its
+        events' results); ``ack`` is called once it is."""
+        with self._lock:
+            self._add(HeldCast(uuid, finished, ack))
+
+    def _add(self, held: HeldCast) -> None:
+        # The same instance held twice (cast again before its first record
+        # was written): one record, both messages let go after it.
+        other = self._held.get(held.uuid)
+        if other is not None:
+            first, second = other.ack, held.ack
+
+            def both() -> None:
+                first()
+                second()
+
+            held = HeldCast(held.uuid, {**other.finished, **held.finished}, both)
+        self._held[held.uuid] = held
+
+    def holds(self, uuid: str) -> bool:
+        """Whether ``uuid`` was cast and its record is still held here."""
+        with self._lock:
+            return uuid in self._held
+
+    def take(self) -> list[HeldCast]:
+        """Every cast held, for a transaction to record; ``written`` or
+        ``put_back`` must follow."""
+        with self._lock:
+            taken = list(self._held.values())
+            self._held.clear()
+        return taken
+
+    def written(self, taken: list[HeldCast]) -> None:
+        """``taken`` is committed: their messages may go."""
+        for held in taken:
+            held.ack()
+
+    def put_back(self, taken: list[HeldCast]) -> None:
+        """The transaction that took them failed: they wait again."""
+        with self._lock:
+            for held in taken:
+                self._add(held)
+
+    def flush(self, idle: bool = False) -> None:
+        """Record what is held, in a transaction of its own.
+
+        DatabaseUnavailable propagates, the records kept. ``idle``: a
+        worker with nothing else to do, which leaves them for a while
+        after such a failure.
+        """
+        if idle and time.monotonic() - self._failed_at < _AFTER_FAILURE_S:
+            return
+        taken = self.take()
+        if not taken:
+            return
+        try:
+            db_instances.mark_casts([held.record for held in taken])
+        except BaseException as err:
+            self.put_back(taken)
+            if isinstance(err, exception.DatabaseUnavailable):
+                self._failed_at = time.monotonic()
+            raise
+        self.written(taken)

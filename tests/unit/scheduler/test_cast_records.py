@@ -1,0 +1,185 @@
+"""A boot's cast recorded by the next boot's claim, its message kept until then.
+
+On a consumer's worker (``topic_consumer.handling``) a new boot's cast is
+not recorded in a transaction of its own: the record waits for the next
+claim, or for the worker to find no request waiting, and the request's
+message is let go only once the record is committed. These tests hand
+boots to the manager as a worker does and check what the database and
+the broker's acknowledgements see at each step.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from nova_sched import exception, rpc
+from nova_sched.db import api as db_api
+from nova_sched.db import instances as db_instances
+from nova_sched.db import models
+from nova_sched.scheduler.manager import SchedulerManager
+from nova_sched.scheduler.wire import request, topic_consumer
+from tests.unit.scheduler.conftest import (RecordingComputeAPI, RecordingNotifier,
+                                           boot_request, compute_report)
+from tests.unit.scheduler.conftest import claimed_memory as _claimed
+from tests.unit.scheduler.conftest import instance_row as _instance
+
+
+def _boot(manager, ctxt, spec, acks: list, name: str) -> None:
+    """``spec`` handled as a consumer's worker handles a message; ``name``
+    is appended to ``acks`` when the message is let go."""
+    with topic_consumer.handling(lambda: acks.append(name)):
+        manager.run_instance(ctxt, spec, "pw", [], None, True, {})
+
+
+def _commits(func) -> int:
+    """Run ``func``; the write transactions it committed."""
+    engine = db_api.get_engine()
+    commits = []
+
+    def count(_conn):
+        commits.append(1)
+
+    sa.event.listen(engine, "commit", count)
+    try:
+        func()
+    finally:
+        sa.event.remove(engine, "commit", count)
+    return len(commits)
+
+
+def _schedule_result(uuid):
+    """The result of the instance's one ``schedule`` event (None: open)."""
+    with db_api.session_scope() as s:
+        (result,) = s.execute(
+            sa.select(models.InstanceActionEvent.result)
+            .join(models.InstanceAction,
+                  models.InstanceActionEvent.action_id == models.InstanceAction.id)
+            .where(models.InstanceAction.instance_uuid == uuid,
+                   models.InstanceActionEvent.event == "schedule")).scalars().all()
+    return result
+
+
+def test_a_boots_cast_is_recorded_by_the_next_boots_claim(manager, ctxt):
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    first, second = boot_request(memory_mb=1024), boot_request(memory_mb=1024)
+    uuid1, uuid2 = first["instance_uuids"][0], second["instance_uuids"][0]
+    acks: list[str] = []
+
+    # One write transaction per boot: each claim carries the previous record.
+    assert _commits(lambda: _boot(manager, ctxt, first, acks, "first")) == 1
+    assert [c["instance"]["uuid"] for c in manager.cycle.compute_api.casts] == [uuid1]
+    assert _instance(uuid1).host == "node-1" and _instance(uuid1).cast_at is None
+    assert _schedule_result(uuid1) is None
+    assert acks == []  # the broker still counts the message as held
+
+    assert _commits(lambda: _boot(manager, ctxt, second, acks, "second")) == 1
+    assert _instance(uuid1).cast_at is not None
+    assert _schedule_result(uuid1) == "Success"
+    assert acks == ["first"]
+    assert _instance(uuid2).cast_at is None
+
+    # A worker that finds no request waiting writes what is held.
+    assert _commits(lambda: manager.write_held_casts(idle=True)) == 1
+    assert _instance(uuid2).cast_at is not None
+    assert _schedule_result(uuid2) == "Success"
+    assert acks == ["first", "second"]
+    assert _commits(lambda: manager.write_held_casts(idle=True)) == 0
+
+
+def test_a_direct_call_records_its_cast_at_once(manager, ctxt):
+    """Outside a consumer's worker nothing could keep the message: the cast
+    is recorded before run_instance returns."""
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    spec = boot_request(memory_mb=1024)
+    manager.run_instance(ctxt, spec, "pw", [], None, True, {})
+    assert _instance(spec["instance_uuids"][0]).cast_at is not None
+
+
+def test_held_casts_wait_out_a_database_outage(manager, ctxt, monkeypatch):
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    acks: list[str] = []
+    _boot(manager, ctxt, spec, acks, "boot")
+    real = db_instances.mark_casts
+
+    def away(casts):
+        raise exception.DatabaseUnavailable("mark_casts: OperationalError")
+
+    monkeypatch.setattr(db_instances, "mark_casts", away)
+    manager.write_held_casts()           # logged, not raised
+    assert acks == [] and manager.cycle.casts.holds(uuid)
+    assert _instance(uuid).cast_at is None
+
+    monkeypatch.setattr(db_instances, "mark_casts", real)
+    # Idle workers leave them alone for a moment after a failure...
+    manager.write_held_casts(idle=True)
+    assert acks == []
+    # ...the periodic tasks do not.
+    manager.write_held_casts()
+    assert acks == ["boot"] and _instance(uuid).cast_at is not None
+
+
+def test_a_boot_published_twice_leaves_the_held_record_written_once(manager, ctxt):
+    """The copy's claim fails (its instance has rows): the records it
+    carried are put back, and its general way writes them before it reads
+    where the instance stands, so it finds it cast and leaves it."""
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    acks: list[str] = []
+    _boot(manager, ctxt, spec, acks, "original")
+    _boot(manager, ctxt, spec, acks, "copy")
+
+    assert len(manager.cycle.compute_api.casts) == 1
+    assert _instance(uuid).cast_at is not None
+    assert _claimed("node-1") == 1024
+    assert sorted(acks) == ["copy", "original"]
+    assert not manager.cycle.casts.holds(uuid)
+
+
+def test_a_daemon_dying_with_a_held_cast_leaves_the_instance_to_its_node(
+        manager, ctxt):
+    """The dead daemon's message comes back to another: it finds the
+    instance claimed and not recorded as cast, and casts it to the node it
+    holds (a compute node builds an instance once), not to the node a fresh
+    decision would choose, and claims nothing more."""
+    manager.compute_node_update(ctxt, compute_report("big", memory_mb=16384))
+    manager.compute_node_update(ctxt, compute_report("small", memory_mb=4096))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    _boot(manager, ctxt, spec, [], "dies")
+    (first,) = manager.cycle.compute_api.casts
+    # The daemon dies here: its held record and its message with it.
+
+    other = SchedulerManager(rpc.get_transport())
+    other.cycle.compute_api = RecordingComputeAPI()
+    other.notifier._notifier = RecordingNotifier()
+    other.host_manager.full_resync()
+    # "small" has grown meanwhile: a fresh decision would choose it now.
+    other.compute_node_update(ctxt, compute_report("small", memory_mb=65536))
+    best = other.cycle.explain(request.parse(spec, {}))["hosts"][0]["host"]
+    assert (first["host"], best) == ("big", "small")
+    acks: list[str] = []
+    _boot(other, ctxt, spec, acks, "again")
+
+    (again,) = other.cycle.compute_api.casts
+    assert (again["host"], again["node"]) == (first["host"], first["node"])
+    assert _claimed(first["host"]) == 1024
+    assert _instance(uuid).cast_at is not None and acks == ["again"]
+
+
+def test_a_message_held_twice_goes_when_both_let_it_go():
+    acks: list[str] = []
+    with topic_consumer.handling(lambda: acks.append("acked")):
+        first, second = topic_consumer.defer_ack(), topic_consumer.defer_ack()
+    assert acks == []
+    first()
+    first()  # a holder lets go once, however often it says so
+    assert acks == []
+    second()
+    assert acks == ["acked"]
+    with topic_consumer.handling(lambda: acks.append("at once")):
+        pass
+    assert acks == ["acked", "at once"]
+    assert not topic_consumer.in_handler()
