@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from nova_sched import exception, rpc
+from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
@@ -183,3 +184,27 @@ def test_a_message_held_twice_goes_when_both_let_it_go():
         pass
     assert acks == ["acked", "at once"]
     assert not topic_consumer.in_handler()
+
+
+def test_the_stuck_instance_sweep_leaves_a_held_cast_alone(manager, ctxt):
+    """An instance cast by this daemon whose record waits (the database was
+    away) is not stuck: rescheduling it would cast it a second time."""
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    spec = boot_request(memory_mb=1024)
+    uuid = spec["instance_uuids"][0]
+    acks: list[str] = []
+    _boot(manager, ctxt, spec, acks, "boot")
+    CONF.set_override("scheduling_timeout", 60, group="scheduler")
+    try:
+        # Held far longer than the timeout.
+        with db_api.session_scope() as s:
+            s.execute(sa.update(models.Instance).values(
+                updated_at=db_api.utcnow().replace(year=2000)))
+        assert manager.recover_stuck() == []
+        assert len(manager.cycle.compute_api.casts) == 1
+        manager.write_held_casts()
+        assert manager.recover_stuck() == [] and acks == ["boot"]
+    finally:
+        CONF.clear_override("scheduling_timeout", group="scheduler")
+    row = _instance(uuid)
+    assert row.cast_at is not None and row.vm_state == "building"
