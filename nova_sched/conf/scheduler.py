@@ -79,13 +79,15 @@ scheduler_opts = [
         help="Threads per process that handle requests taken from the "
         "scheduler topic (compute reports are handled on the consumer "
         "thread itself). Unset: with claims = local, 1 on a SQLite "
-        "database, where a request waits only for the process's own short "
-        "transactions and the broker's confirm (a second thread overlaps "
-        "those waits, but the two hand the interpreter to each other at "
-        "every one of them, which costs more CPU than the overlap saves), "
-        "and 2 on a database server, whose round trips a second thread "
-        "overlaps; 8 with claims = placement, whose HTTP round trips more "
-        "threads overlap. With one thread a request for many instances "
+        "database with one worker process, where a request waits only for "
+        "the process's own short transactions and the broker's confirm (a "
+        "second thread overlaps those waits, but the two hand the "
+        "interpreter to each other at every one of them, which costs more "
+        "CPU than the overlap saves), and 2 on a database server, whose "
+        "round trips a second thread overlaps, or with several workers, "
+        "which wait for each other's transactions on the SQLite file; 8 "
+        "with claims = placement, whose HTTP round trips more threads "
+        "overlap. With one thread a request for many instances "
         "holds up the others until its last instance is cast. Keep it "
         "below the database connection pool (SQLAlchemy's: 5 connections "
         "plus 10 more under load) so that no request waits for a "
@@ -147,14 +149,15 @@ def list_opts():
 
 
 # [scheduler] request_threads when unset, by claim store and, for local
-# claims, by whether the database is a SQLite file (see its help).
+# claims, by whether one process alone writes a SQLite file (see its help).
 _REQUEST_THREADS = {("local", True): 1, ("local", False): 2,
                     ("placement", True): 8, ("placement", False): 8}
 
 
 def request_threads(conf) -> int:
-    """``[scheduler] request_threads``, or its default for the claim store
-    and the database."""
-    sqlite = str(conf.database.connection or "").startswith("sqlite")
+    """``[scheduler] request_threads``, or its default for the claim store,
+    the database and the workers."""
+    alone_on_sqlite = (str(conf.database.connection or "").startswith("sqlite")
+                       and conf.scheduler.workers == 1)
     return (conf.scheduler.request_threads
-            or _REQUEST_THREADS[conf.scheduler.claims, sqlite])
+            or _REQUEST_THREADS[conf.scheduler.claims, alone_on_sqlite])

@@ -70,6 +70,24 @@ def claimed_memory(host: str) -> int:
             models.ComputeNode.host == host)).scalar_one()
 
 
+def commits_of(func) -> int:
+    """Run ``func``; the write transactions it committed."""
+    import sqlalchemy as sa
+
+    engine = db_api.get_engine()
+    commits = []
+
+    def count(_conn):
+        commits.append(1)
+
+    sa.event.listen(engine, "commit", count)
+    try:
+        func()
+    finally:
+        sa.event.remove(engine, "commit", count)
+    return len(commits)
+
+
 def fault_messages(uuid: str) -> list[str]:
     """The messages of the instance's faults, oldest first."""
     import sqlalchemy as sa

@@ -20,7 +20,7 @@ from nova_sched.db import models
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.wire import request, topic_consumer
 from tests.unit.scheduler.conftest import (RecordingComputeAPI, RecordingNotifier,
-                                           boot_request, compute_report)
+                                           boot_request, commits_of, compute_report)
 from tests.unit.scheduler.conftest import claimed_memory as _claimed
 from tests.unit.scheduler.conftest import instance_row as _instance
 
@@ -30,22 +30,6 @@ def _boot(manager, ctxt, spec, acks: list, name: str) -> None:
     is appended to ``acks`` when the message is let go."""
     with topic_consumer.handling(lambda: acks.append(name)):
         manager.run_instance(ctxt, spec, "pw", [], None, True, {})
-
-
-def _commits(func) -> int:
-    """Run ``func``; the write transactions it committed."""
-    engine = db_api.get_engine()
-    commits = []
-
-    def count(_conn):
-        commits.append(1)
-
-    sa.event.listen(engine, "commit", count)
-    try:
-        func()
-    finally:
-        sa.event.remove(engine, "commit", count)
-    return len(commits)
 
 
 def _schedule_result(uuid):
@@ -67,24 +51,24 @@ def test_a_boots_cast_is_recorded_by_the_next_boots_claim(manager, ctxt):
     acks: list[str] = []
 
     # One write transaction per boot: each claim carries the previous record.
-    assert _commits(lambda: _boot(manager, ctxt, first, acks, "first")) == 1
+    assert commits_of(lambda: _boot(manager, ctxt, first, acks, "first")) == 1
     assert [c["instance"]["uuid"] for c in manager.cycle.compute_api.casts] == [uuid1]
     assert _instance(uuid1).host == "node-1" and _instance(uuid1).cast_at is None
     assert _schedule_result(uuid1) is None
     assert acks == []  # the broker still counts the message as held
 
-    assert _commits(lambda: _boot(manager, ctxt, second, acks, "second")) == 1
+    assert commits_of(lambda: _boot(manager, ctxt, second, acks, "second")) == 1
     assert _instance(uuid1).cast_at is not None
     assert _schedule_result(uuid1) == "Success"
     assert acks == ["first"]
     assert _instance(uuid2).cast_at is None
 
     # A worker that finds no request waiting writes what is held.
-    assert _commits(lambda: manager.write_held_casts(idle=True)) == 1
+    assert commits_of(lambda: manager.write_held_casts(idle=True)) == 1
     assert _instance(uuid2).cast_at is not None
     assert _schedule_result(uuid2) == "Success"
     assert acks == ["first", "second"]
-    assert _commits(lambda: manager.write_held_casts(idle=True)) == 0
+    assert commits_of(lambda: manager.write_held_casts(idle=True)) == 0
 
 
 def test_a_direct_call_records_its_cast_at_once(manager, ctxt):

@@ -18,7 +18,7 @@ from nova_sched.db import api as db_api
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
 from nova_sched.scheduler.claims import Claim, Placement
-from tests.unit.scheduler.conftest import boot_request, compute_report
+from tests.unit.scheduler.conftest import boot_request, commits_of, compute_report
 from tests.unit.scheduler.conftest import claimed_memory as _claimed
 from tests.unit.scheduler.conftest import fault_messages as _faults
 from tests.unit.scheduler.conftest import instance_row as _instance
@@ -273,18 +273,7 @@ def test_a_redelivered_request_runs_alone():
 # -- a boot of one instance seen for the first time ---------------------------
 def _commits(manager, ctxt, spec):
     """Run ``spec`` once; the write transactions it committed."""
-    engine = db_api.get_engine()
-    commits = []
-
-    def count(_conn):
-        commits.append(1)
-
-    sa.event.listen(engine, "commit", count)
-    try:
-        _run(manager, ctxt, spec)
-    finally:
-        sa.event.remove(engine, "commit", count)
-    return len(commits)
+    return commits_of(lambda: _run(manager, ctxt, spec))
 
 
 def _actions(uuid):
