@@ -8,8 +8,10 @@ The end-to-end benchmark's CPU per request moves by a third between runs on
 these machines, more than most single changes to the request path save.
 This measures that path alone, repeatably: a ``SchedulerManager`` built in
 this process as the daemon builds it, on the real RabbitMQ (a private vhost
-made for the run and deleted after it) and a fresh SQLite file database (or
-``--database-url``), logging at INFO to a file as the daemon does; the
+made for the run and deleted after it) and a fresh SQLite file database (or,
+with ``--database-url`` naming a PostgreSQL or MySQL server, a database made
+on it for the run and dropped after, as ``e2e_bench.py`` makes its own),
+logging at INFO to a file as the daemon does; the
 hosts are registered through its ``compute_node_update`` and written by its
 report writer. Then the requests of the end-to-end benchmark's clients
 (Havana's shape, one instance, as JSON made them) are handed to
@@ -48,6 +50,7 @@ from pathlib import Path
 
 import e2e_peers  # puts tests/functional on sys.path; threading backend first
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
+from e2e_bench import BenchError, Database  # noqa: E402
 
 DEFAULTS = {"hosts": 10000, "requests": 400, "rounds": 3, "warmup": 300}
 SMOKE = {"hosts": 500, "requests": 50, "rounds": 1, "warmup": 20}
@@ -116,7 +119,10 @@ def main(argv=None) -> int:
     p.add_argument("--requests", type=int, help="requests per measured round")
     p.add_argument("--rounds", type=int)
     p.add_argument("--warmup", type=int)
-    p.add_argument("--database-url", help="default: a SQLite file in a temporary directory")
+    p.add_argument("--database-url",
+                   help="a PostgreSQL or MySQL server, on which a fresh database is "
+                   "made for the run and dropped after (default: a SQLite file in "
+                   "a temporary directory)")
     p.add_argument("--callgrind", action="store_true",
                    help="switch callgrind's collection on for one measured round")
     p.add_argument("--cprofile", metavar="FILE",
@@ -137,9 +143,16 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="nova-sched-request-cost-") as tmp:
             workdir = Path(tmp)
-            url = args.database_url or f"sqlite:///{workdir / 'nova_sched.sqlite'}"
-            _configure(workdir, broker.url, url)
-            return _measure(args, url)
+            try:
+                database = Database(workdir, args.database_url)
+            except BenchError as err:
+                print(f"request_cost: {err}", file=sys.stderr)
+                return 2
+            try:
+                _configure(workdir, broker.url, database.url)
+                return _measure(args, database.url)
+            finally:
+                database.close()
     finally:
         broker.close()
 
@@ -198,6 +211,7 @@ def _measure(args, url: str) -> int:
         manager.reports.stop()
         manager.stop_publishing()
         transport.cleanup()
+        db_api.get_engine().dispose()  # so that a server's database can be dropped
         logging.shutdown()
 
 
