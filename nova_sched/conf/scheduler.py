@@ -148,16 +148,14 @@ def list_opts():
     return {scheduler_group: scheduler_opts}
 
 
-# [scheduler] request_threads when unset, by claim store and, for local
-# claims, by whether one process alone writes a SQLite file (see its help).
-_REQUEST_THREADS = {("local", True): 1, ("local", False): 2,
-                    ("placement", True): 8, ("placement", False): 8}
-
-
 def request_threads(conf) -> int:
-    """``[scheduler] request_threads``, or its default for the claim store,
-    the database and the workers."""
+    """``[scheduler] request_threads``, or its default (see its help): by
+    claim store and, for local claims, by whether one process alone writes
+    a SQLite file."""
+    if conf.scheduler.request_threads:
+        return conf.scheduler.request_threads
+    if conf.scheduler.claims == "placement":
+        return 8
     alone_on_sqlite = (str(conf.database.connection or "").startswith("sqlite")
                        and conf.scheduler.workers == 1)
-    return (conf.scheduler.request_threads
-            or _REQUEST_THREADS[conf.scheduler.claims, alone_on_sqlite])
+    return 1 if alone_on_sqlite else 2
