@@ -80,7 +80,13 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
     refreshes skip) only if its previous change was too, or is older than
     ``read_through_us`` (the caller has read every change before that):
     otherwise a claim or an operator's change that the caller has not read
-    yet would be hidden from it by its own report.
+    yet would be hidden from it by its own report. Rows this batch inserts
+    (a node's or a host's first report) are the caller's from the start:
+    nothing else has changed them, and the caller adds the node to its
+    table from the report and the id returned here. Marked no one's, they
+    would stay so while the caller's refreshes lag its own reports (an
+    idle daemon refreshes only with its periodic tasks), and its first
+    requests after would read thousands of its own reports back.
     """
     if not reports:
         return {}
@@ -99,7 +105,8 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
             if new_keys:
                 conn.execute(sa.insert(_NODES), [
                     dict(r, deleted=False, created_at=now, updated_at=now,
-                         changed_at=stamp, claimed_memory_mb=0, claimed_vcpus=0,
+                         changed_at=stamp, changed_by=writer,
+                         claimed_memory_mb=0, claimed_vcpus=0,
                          claimed_disk_mb=0, claimed_instances=0)
                     for r, key in zip(reports, keys) if key in new_keys])
                 ids.update(_node_ids(conn, unknown_hosts))
@@ -127,7 +134,7 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
                      {"b_now": now, "b_stamp": stamp, "b_by": writer,
                       "b_seen": read_through_us})
         if unknown_hosts:
-            _add_missing_services(conn, unknown_hosts, topic, now, stamp)
+            _add_missing_services(conn, unknown_hosts, topic, now, stamp, writer)
     return {key: ids[key] for key in keys}
 
 
@@ -182,8 +189,9 @@ def _node_ids(conn, hosts: list[str]) -> dict[tuple[str, str], int]:
     return found
 
 
-def _add_missing_services(conn, hosts: list[str], topic: str, now, stamp: int) -> None:
-    """Compute services for the hosts that have none yet."""
+def _add_missing_services(conn, hosts: list[str], topic: str, now, stamp: int,
+                          writer: str) -> None:
+    """Compute services for the hosts that have none yet, marked as ``writer``'s."""
     known: set[str] = set()
     for start in range(0, len(hosts), _CHUNK):
         known.update(conn.execute(
@@ -194,7 +202,8 @@ def _add_missing_services(conn, hosts: list[str], topic: str, now, stamp: int) -
     if missing:
         conn.execute(sa.insert(_SERVICES), [
             {"host": h, "binary": COMPUTE_BINARY, "topic": topic, "disabled": False,
-             "created_at": now, "updated_at": now, "changed_at": stamp}
+             "created_at": now, "updated_at": now, "changed_at": stamp,
+             "changed_by": writer}
             for h in missing])
 
 

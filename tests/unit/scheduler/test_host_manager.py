@@ -124,6 +124,15 @@ def _skips_own_reports(monkeypatch):
     assert sorted(n["host"] for n in nodes) == ["c0", "c1", "c2"]
     # A full load takes everything.
     assert len(db_nodes.load_changed(0, skip_writer=None)[0]) == 3
+    # A node's first report stored by this process (its row and its host's
+    # service inserted) is not read back by it, however stale its
+    # read-through stamp: it adds the node from the report itself...
+    db_nodes.store_reports([compute_report("c9")], read_through_us=0)
+    nodes, services = db_nodes.load_changed(since, skip_writer=mine)
+    assert "c9" not in {n["host"] for n in nodes} | {s["host"] for s in services}
+    # ...while every other daemon reads both rows.
+    nodes, services = db_nodes.load_changed(since, skip_writer="other-daemon:1:x")
+    assert "c9" in {n["host"] for n in nodes} and "c9" in {s["host"] for s in services}
 
 
 def test_refresh_skips_what_this_process_stored_and_counted_already(db, monkeypatch):
