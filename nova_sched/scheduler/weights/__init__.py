@@ -123,9 +123,13 @@ class BaseHostWeigher:
         """The multiplier for each of ``rows`` (a scalar when uniform)."""
         if self.multiplier_option is None:
             return self.weight_multiplier()
-        return self.multiplier_sign * np.asarray(cycle.aggregate_number(
-            rows, self._metadata_key, self._configured_multiplier()),
-            dtype=np.float64)
+        value = cycle.aggregate_number(rows, self._metadata_key,
+                                       self._configured_multiplier())
+        if np.ndim(value) == 0:
+            # No aggregate sets it: a plain float, not a 0-d array whose
+            # every comparison and product in the handler is a NumPy call.
+            return self.multiplier_sign * float(value)
+        return self.multiplier_sign * np.asarray(value, dtype=np.float64)
 
 
 def normalize(
