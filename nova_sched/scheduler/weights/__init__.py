@@ -313,6 +313,14 @@ class Ranking:
         if not self._ranked:
             self._best = np.arange(size)
             return self._best
+        if count == 1 and not len(self._best):
+            # The best alone (a decision whose first candidate's claim
+            # holds reads no further): argmax's first maximum is a stable
+            # sort's first candidate, in one pass instead of a partition.
+            best = int(np.argmax(self._weights))
+            if not math.isnan(self._weights[best]):  # NaN: sorted last
+                self._best = np.array([best])
+                return self._best
         want = max(count, 2 * len(self._best), self._FIRST)
         if 8 * want >= size:
             self._best = np.argsort(-self._weights, kind="stable")
