@@ -18,6 +18,7 @@ from nova_sched.conf import scheduler as conf_scheduler
 from nova_sched.db import api as db_api
 from nova_sched.db import migration
 from nova_sched.health import HealthMonitor, RecentEvents, WorkerHealthFiles
+from nova_sched.long_lived import LongLived
 from nova_sched.os_thread_names import name_os_threads
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
 from nova_sched.publish_watch import SLOW as PUBLISH_SLOW
@@ -82,6 +83,7 @@ class SchedulerService:
         self._stop = threading.Event()
         self._periodic: threading.Thread | None = None
         self._logged_count = 0
+        self._long_lived = LongLived()
 
     def start(self) -> None:
         # The consumer thread gives up the GIL on every socket read and
@@ -98,6 +100,9 @@ class SchedulerService:
             self.endpoint = open_endpoint(self.metrics.registry, self._health_reason,
                                           self.sample_metrics, self.events.lines)
         self.manager.host_manager.full_resync()
+        # What the start built lives as long as the daemon: out of the
+        # collector's full passes (nova_sched.long_lived).
+        self._long_lived.freeze(self._hosts())
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
         self.server = TopicConsumer(self.transport, target,
@@ -162,10 +167,14 @@ class SchedulerService:
                 self.manager.recover_stuck()
                 self.poison_guard.purge()
                 self.manager.cycle.refresh()
+                self._long_lived.settle_if_due(self._hosts())
                 self._log_stats()
                 name_os_threads()  # and those started since
             except Exception:  # a periodic task must never kill the daemon
                 LOG.exception("Periodic task failed; will try again")
+
+    def _hosts(self) -> int:
+        return len(self.manager.host_manager.table.index)
 
     def _log_stats(self) -> None:
         stats = self.manager.cycle.stats
