@@ -12,9 +12,10 @@ behind it (bench/README.md, issue 19's eleventh session).
 generation it never walks. Frozen objects are still freed as soon as their
 last reference goes; only garbage held in a reference cycle among them
 would outlive its use. So ``LongLived.settle`` lets the collector see
-everything once (unfreeze, collect, freeze again): when the host table has
-grown by a quarter since (hosts joining a new cloud) and at least every
-``_RESETTLE_SECONDS``, from the periodic tasks' thread.
+everything once (unfreeze, collect, freeze again), from the periodic
+tasks' thread: after the host table was rebuilt (a full resync builds
+every host's state anew), when it has grown by a quarter since (hosts
+joining a new cloud), and at least every ``_RESETTLE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+import weakref
 
 LOG = logging.getLogger(__name__)
 
@@ -40,35 +42,42 @@ class LongLived:
         self._clock = clock
         self._settled_at: float | None = None
         self._hosts = 0
+        self._table: weakref.ref | None = None
 
-    def freeze(self, hosts: int) -> None:
+    def freeze(self, table) -> None:
         """Freeze what is alive now, without a collection (cheap: the
-        daemon's start, after its first load of the hosts); cyclic garbage
-        frozen with it waits for the next ``settle``."""
+        daemon's start, after its first load of the hosts into ``table``);
+        cyclic garbage frozen with it waits for the next ``settle``."""
         gc.freeze()
-        self._settled_at, self._hosts = self._clock(), hosts
+        self._settled(table)
 
-    def settle(self, hosts: int) -> None:
+    def settle(self, table) -> None:
         """Collect everything once, then freeze the survivors."""
         started = time.perf_counter()
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        self._settled_at, self._hosts = self._clock(), hosts
-        LOG.debug("Froze %d long-lived objects (%d hosts) in %.0f ms",
-                  gc.get_freeze_count(), hosts, (time.perf_counter() - started) * 1000)
+        self._settled(table)
+        LOG.info("Froze %d long-lived objects (%d hosts) in %.0f ms",
+                  gc.get_freeze_count(), self._hosts,
+                  (time.perf_counter() - started) * 1000)
 
-    def due(self, hosts: int) -> bool:
-        """Whether ``settle`` is due with ``hosts`` in the table."""
-        if self._settled_at is None:
+    def _settled(self, table) -> None:
+        self._settled_at, self._hosts = self._clock(), len(table.index)
+        # Weakly: a table replaced by a rebuild is not kept alive here.
+        self._table = weakref.ref(table)
+
+    def due(self, table) -> bool:
+        """Whether ``settle`` is due with ``table`` the host table now."""
+        if self._settled_at is None or self._table is None or self._table() is not table:
             return True
-        grown = hosts - self._hosts
+        grown = len(table.index) - self._hosts
         return (self._clock() - self._settled_at >= _RESETTLE_SECONDS
                 or (grown >= _GROWTH_MIN and grown >= _GROWTH * self._hosts))
 
-    def settle_if_due(self, hosts: int) -> bool:
+    def settle_if_due(self, table) -> bool:
         """``settle`` when due; whether it did."""
-        if not self.due(hosts):
+        if not self.due(table):
             return False
-        self.settle(hosts)
+        self.settle(table)
         return True

@@ -102,7 +102,7 @@ class SchedulerService:
         self.manager.host_manager.full_resync()
         # What the start built lives as long as the daemon: out of the
         # collector's full passes (nova_sched.long_lived).
-        self._long_lived.freeze(self._hosts())
+        self._long_lived.freeze(self.manager.host_manager.table)
         self.manager.reports.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
         self.server = TopicConsumer(self.transport, target,
@@ -167,14 +167,11 @@ class SchedulerService:
                 self.manager.recover_stuck()
                 self.poison_guard.purge()
                 self.manager.cycle.refresh()
-                self._long_lived.settle_if_due(self._hosts())
+                self._long_lived.settle_if_due(self.manager.host_manager.table)
                 self._log_stats()
                 name_os_threads()  # and those started since
             except Exception:  # a periodic task must never kill the daemon
                 LOG.exception("Periodic task failed; will try again")
-
-    def _hosts(self) -> int:
-        return len(self.manager.host_manager.table.index)
 
     def _log_stats(self) -> None:
         stats = self.manager.cycle.stats
