@@ -23,6 +23,7 @@ from nova_sched.os_thread_names import name_os_threads
 from nova_sched.prometheus_endpoint import PrometheusEndpoint
 from nova_sched.publish_watch import SLOW as PUBLISH_SLOW
 from nova_sched.scheduler import claim_stores
+from nova_sched.scheduler.decision import cast_records
 from nova_sched.scheduler.manager import SchedulerManager
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from nova_sched.scheduler.metrics import SchedulerMetrics
@@ -114,7 +115,8 @@ class SchedulerService:
                                     guard=self.poison_guard,
                                     on_reconnect=self._reconnected,
                                     on_idle=functools.partial(
-                                        self.manager.write_held_casts, idle=True))
+                                        self.manager.write_held_casts, idle=True),
+                                    idle_grace=cast_records.IDLE_GRACE_S)
         self.server.start()
         if CONF.prometheus.enabled:
             on_probe = [lambda _reason: self.sample_metrics()]

@@ -123,14 +123,15 @@ class _Harness:
         return ep
 
     def consumer(self, endpoint, server="daemon-a", inline=(), threads=8,
-                 transport=None, guard=None, on_idle=None):
+                 transport=None, guard=None, on_idle=None, idle_grace=0.0):
         from nova_sched.scheduler.wire.topic_consumer import TopicConsumer
 
         consumer = TopicConsumer(
             transport or self.transport(),
             self.messaging.Target(topic=self.topic, server=server),
             endpoint, self.rpc.ContextSerializer(), inline=inline,
-            threads=threads, guard=guard, url=self.broker.url, on_idle=on_idle)
+            threads=threads, guard=guard, url=self.broker.url, on_idle=on_idle,
+            idle_grace=idle_grace)
         self.consumers.append(consumer)
         consumer.start()
         assert consumer.ready.wait(WAIT), "the consumer thread never polled"
@@ -333,6 +334,30 @@ def test_a_worker_with_nothing_waiting_runs_the_idle_hook(harness, broker):
     calls = len(idle)
     consumer.stop()
     assert len(idle) == calls + 1
+
+
+def test_a_message_within_the_idle_grace_comes_before_the_idle_hook(harness, broker):
+    """With ``idle_grace`` a worker that finds nothing waiting waits that
+    long for the next message before running the idle hook: messages
+    arriving one at a time have what was held for later let go together."""
+    ep = harness.endpoint()
+    idle: list[int] = []
+
+    def on_idle():
+        with ep.lock:
+            held, ep.acks[:] = list(ep.acks), []
+        idle.append(len(held))
+        for ack in held:
+            ack()
+
+    consumer = harness.consumer(ep, threads=1, on_idle=on_idle, idle_grace=3.0)
+    client = harness.client()
+    client.cast(harness.context(), "later", value=0)
+    _wait(lambda: ep.done == [0], "the first message's handler")
+    assert idle == [] and consumer.acknowledged == 0, "still within the grace"
+    client.cast(harness.context(), "later", value=1)
+    _wait(lambda: consumer.acknowledged == 2, "both messages to be let go")
+    assert ep.done == [0, 1] and idle == [2]
 
 
 def test_a_deferred_message_is_acknowledged_when_its_handler_says(harness, broker):

@@ -503,8 +503,10 @@ class TopicConsumer:
     next of ``transport_url``), with the seconds it was away and the node
     (``host:port``) it consumes through now.
     ``on_idle()`` is called by a worker that finds no message waiting after
-    one it handled, and by each worker as the consumer stops: the endpoint
-    finishes there what its handlers left for later (``defer_ack``).
+    one it handled, nor any coming within ``idle_grace`` seconds, and by
+    each worker as the consumer stops: the endpoint finishes there what its
+    handlers left for later (``defer_ack``), which a message arriving
+    within the grace may finish in passing.
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
@@ -513,7 +515,8 @@ class TopicConsumer:
                  guard: RedeliveryGuard | None = None,
                  on_reconnect: Callable[[float, str], None] | None = None,
                  url: str | None = None,
-                 on_idle: Callable[[], None] | None = None):
+                 on_idle: Callable[[], None] | None = None,
+                 idle_grace: float = 0.0):
         conf = transport.conf
         transport_url = messaging.TransportURL.parse(conf, url)
         if transport_url.transport.split("+")[0] not in ("rabbit", "kombu"):
@@ -572,6 +575,7 @@ class TopicConsumer:
         # Called by a worker that finds no message waiting, and by each
         # worker as it stops.
         self._on_idle = on_idle
+        self._idle_grace = idle_grace
         # Consumer thread: when the broker connection was lost (None while
         # connected), and when it was last seen working.
         self._lost_at: float | None = None
@@ -1016,8 +1020,17 @@ class TopicConsumer:
 
     # -- the workers ------------------------------------------------------------
     def _work_loop(self) -> None:
+        idle_due = False  # a message was handled since on_idle last ran
         while True:
-            delivery = self._work.get()
+            if idle_due:
+                try:
+                    delivery = self._work.get(timeout=self._idle_grace)
+                except queue.Empty:
+                    self._idle()
+                    delivery = self._work.get()
+                idle_due = False
+            else:
+                delivery = self._work.get()
             if delivery is None:
                 if self._on_idle is not None:
                     # Stopping: what the owner left for later is done now,
@@ -1036,8 +1049,12 @@ class TopicConsumer:
                 else:
                     with self._gate.shared():
                         self._dispatch(delivery.request)
-            if self._on_idle is not None and self._work.empty():
-                self._idle()
+            if self._on_idle is not None:
+                if self._idle_grace <= 0:
+                    if self._work.empty():
+                        self._idle()
+                else:
+                    idle_due = True
 
     def _idle(self) -> None:
         """A worker found no message waiting: the owner's ``on_idle``."""
