@@ -308,19 +308,24 @@ def test_worker_cast_is_acknowledged_only_when_its_handler_returns(harness, brok
                 "the acknowledgement to reach the broker")
 
 
-def test_a_worker_with_nothing_waiting_runs_the_idle_hook(harness, broker):
-    """What handlers held for later is let go by the idle hook, which a
-    worker runs when it finds no message waiting, and once more as the
-    consumer stops."""
-    ep = harness.endpoint()
-    idle: list[int] = []
-
+def _letting_go(ep, idle: list[int]):
+    """An idle hook that lets go every message ``ep`` holds, noting how many."""
     def on_idle():
         with ep.lock:
             held, ep.acks[:] = list(ep.acks), []
         idle.append(len(held))
         for ack in held:
             ack()
+    return on_idle
+
+
+def test_a_worker_with_nothing_waiting_runs_the_idle_hook(harness, broker):
+    """What handlers held for later is let go by the idle hook, which a
+    worker runs when it finds no message waiting, and once more as the
+    consumer stops."""
+    ep = harness.endpoint()
+    idle: list[int] = []
+    on_idle = _letting_go(ep, idle)
 
     consumer = harness.consumer(ep, threads=1, on_idle=on_idle)
     client = harness.client()
@@ -342,13 +347,7 @@ def test_a_message_within_the_idle_grace_comes_before_the_idle_hook(harness, bro
     arriving one at a time have what was held for later let go together."""
     ep = harness.endpoint()
     idle: list[int] = []
-
-    def on_idle():
-        with ep.lock:
-            held, ep.acks[:] = list(ep.acks), []
-        idle.append(len(held))
-        for ack in held:
-            ack()
+    on_idle = _letting_go(ep, idle)
 
     consumer = harness.consumer(ep, threads=1, on_idle=on_idle, idle_grace=3.0)
     client = harness.client()
