@@ -31,8 +31,8 @@ in). It prints the thread's CPU milliseconds and wall milliseconds per
 request (p50 of ``--rounds`` rounds), then how long one full collection
 takes at the end (the pause, every thread of the process held, that the
 collector takes every few seconds in a daemon ingesting reports), and
-exits 1 if any request was not placed,
-its cast not recorded or its message not let go. With ``--callgrind``, run under
+exits 1 if any request was not placed, its cast not recorded or its
+message not let go. With ``--callgrind``, run under
 ``valgrind --tool=callgrind --instr-atstart=no``: instrumentation is switched
 on (``callgrind_control -i on``) for the measured requests only, so
 ``callgrind_annotate``'s total divided by ``--requests`` is the

@@ -59,8 +59,8 @@ class LongLived:
         gc.freeze()
         self._settled(table)
         LOG.info("Froze %d long-lived objects (%d hosts) in %.0f ms",
-                  gc.get_freeze_count(), self._hosts,
-                  (time.perf_counter() - started) * 1000)
+                 gc.get_freeze_count(), self._hosts,
+                 (time.perf_counter() - started) * 1000)
 
     def _settled(self, table) -> None:
         self._settled_at, self._hosts = self._clock(), len(table.index)

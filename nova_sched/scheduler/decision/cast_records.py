@@ -29,11 +29,10 @@ from nova_sched import exception
 from nova_sched.db import instances as db_instances
 
 # How long a worker with nothing to do waits for the next request before
-# writing the held records itself. Requests arriving one at a time (a
-# steady rate below what the daemon can take) otherwise each found the
-# queue empty and paid a second write transaction, its wake-ups and its
-# commit: at 120 requests a second a request cost the daemon's thread a
-# third more CPU than flat out. Only the records and the messages'
+# writing the held records itself. Without it, requests arriving one at a
+# time (a steady rate below what the daemon can take) each found the queue
+# empty and paid a second write transaction; with it, at 120 requests a
+# second, 2 of 2,400 did. Only the records and the messages'
 # acknowledgements wait this long; the casts are out already.
 IDLE_GRACE_S = 0.02
 # After a flush found the database away, idle workers leave the records to
