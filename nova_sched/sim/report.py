@@ -15,7 +15,9 @@ The figures:
   last instance placed or failed;
 - ``decision_ms``: time inside the driver per instance, as the scheduling
   cycle measures it (``DecisionStats``): the deciding thread's CPU time
-  in the driver's ``decide`` (filters and weighers); the waits for the
+  in the driver's ``decide`` (filters and weighers) and its selections
+  (the candidates ordered as far as read, their limits), as
+  ``bench/decision_bench.py`` times a decision; the waits for the
   cycle's lock and for the interpreter (the fleet shares the process) are
   not in it;
 - ``claim_ms``: the wall time of each instance's claim (the database

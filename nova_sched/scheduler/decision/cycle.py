@@ -73,8 +73,9 @@ class _Timing:
 
     @contextlib.contextmanager
     def deciding(self) -> Iterator[None]:
-        # Around the driver's decide alone, the cycle's lock held: waiting
-        # for it, and bringing the host table up to date, are not counted.
+        # Around the driver's work alone (decide, its selections), the
+        # cycle's lock held: waiting for it, and bringing the host table up
+        # to date, are not counted.
         started = time.thread_time()
         try:
             yield
@@ -384,12 +385,16 @@ class SchedulingCycle:
                     if lost:
                         reason += f"; {lost} claims lost to concurrent schedulers"
                     raise exception.NoValidHost(reason)
-                chosen = decision.selection(0)
+                with timing.deciding():
+                    # The driver's too: ordering the candidates as far as
+                    # they are read, and each one's limits.
+                    chosen = decision.selection(0)
+                    others = [decision.selection(p) for p in
+                              range(1, min(1 + alternates, len(decision.order)))]
                 claim = self.claim_for(spec, uuid, chosen,
                                        self.host_manager.read_through_us())
                 self._offer(spec, uuid, chosen, claim)
-                rest = [self._offer(spec, uuid, decision.selection(p)) for p in
-                        range(1, min(1 + alternates, len(decision.order)))]
+                rest = [self._offer(spec, uuid, other) for other in others]
                 self.host_manager.consume(int(decision.order[0]), claim)
                 if not uuid:
                     # Nothing to claim for (Havana's conductor asks without
