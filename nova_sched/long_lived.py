@@ -40,7 +40,7 @@ class LongLived:
 
     def __init__(self, clock=time.monotonic):
         self._clock = clock
-        self._settled_at: float | None = None
+        self._settled_at = 0.0
         self._hosts = 0
         self._table: weakref.ref | None = None
 
@@ -69,8 +69,8 @@ class LongLived:
 
     def due(self, table) -> bool:
         """Whether ``settle`` is due with ``table`` the host table now."""
-        if self._settled_at is None or self._table is None or self._table() is not table:
-            return True
+        if self._table is None or self._table() is not table:
+            return True  # never settled, or the table was rebuilt since
         grown = len(table.index) - self._hosts
         return (self._clock() - self._settled_at >= _RESETTLE_SECONDS
                 or (grown >= _GROWTH_MIN and grown >= _GROWTH * self._hosts))

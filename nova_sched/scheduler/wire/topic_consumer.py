@@ -1024,7 +1024,7 @@ class TopicConsumer:
         while True:
             if idle_due:
                 try:
-                    delivery = self._work.get(timeout=self._idle_grace)
+                    delivery = self._work.get(timeout=max(0.0, self._idle_grace))
                 except queue.Empty:
                     self._idle()
                     delivery = self._work.get()
@@ -1049,12 +1049,8 @@ class TopicConsumer:
                 else:
                     with self._gate.shared():
                         self._dispatch(delivery.request)
-            if self._on_idle is not None:
-                if self._idle_grace <= 0:
-                    if self._work.empty():
-                        self._idle()
-                else:
-                    idle_due = True
+            # With no grace, the next get finds the queue empty or not at once.
+            idle_due = self._on_idle is not None
 
     def _idle(self) -> None:
         """A worker found no message waiting: the owner's ``on_idle``."""
