@@ -41,6 +41,7 @@ _INT_COLUMNS = (
 # The node's own allocation ratios as it reported them (0: none reported).
 NODE_RATIO_COLUMNS = {RAM.name: "node_ram_ratio", VCPU.name: "node_cpu_ratio",
                       DISK.name: "node_disk_ratio"}
+_RATIO_COLUMN_NAMES = tuple(NODE_RATIO_COLUMNS.values())
 # Each resource's total, reserved and claimed amounts. Whole numbers, kept
 # as float64 because the resource model computes in it (``total x ratio -
 # reserved``, then ``claimed + requested`` against that): int64 columns cost
@@ -242,6 +243,11 @@ class HostTable:
         self.report_lag = 0.0
         self._arrays: dict[str, np.ndarray] = {}
         self._every_row: np.ndarray | None = None
+        # Rows marked inactive, and the node-ratio columns any report ever
+        # set: what a decision would otherwise learn by reading every row
+        # of a column (all active? any node with its own ratio?).
+        self._inactive: set[int] = set()
+        self._ratios_reported: set[str] = set()
         for name in _INT_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=np.int64)
         for name in _FLOAT_COLUMNS:
@@ -278,10 +284,15 @@ class HostTable:
 
     def active_rows(self) -> np.ndarray:
         """Rows of the live nodes, ascending: ``every_row()`` when all are."""
-        active = self._arrays["active"][: self.size]
-        if active.all():
+        if not self._inactive:
             return self.every_row()
-        return np.flatnonzero(active)
+        return np.flatnonzero(self._arrays["active"][: self.size])
+
+    def ratio_reported(self, name: str) -> bool:
+        """Whether any node's report set node-ratio column ``name`` (a
+        ``NODE_RATIO_COLUMNS`` value) to something other than 0 since this
+        table was built; False: the column is 0.0 on every row."""
+        return name in self._ratios_reported
 
     def values_of(self, name: str, rows) -> np.ndarray:
         """Column ``name``'s values at ``rows`` (``pick`` of ``col(name)``)."""
@@ -344,16 +355,27 @@ class HostTable:
         values["node_id"] = state.node_id
         values["hypervisor_version"] = min(int(state.hypervisor_version or 0), 2**62)
         values["failed_builds"] = min(state.failed_builds, 2**62)
-        for name, value in values.items():
-            self._arrays[name][row] = value
+        self._write(row, values)
         self._set_aggregate_codes(state.host, [row])
         self.kinds.update(row)
         return row
 
     def update_row(self, row: int, values: dict[str, Any]) -> None:
         """New figures for a node whose report describes it as before."""
+        self._write(row, values)
+
+    def _write(self, row: int, values: dict[str, Any]) -> None:
         for name, value in values.items():
             self._arrays[name][row] = value
+        active = values.get("active")
+        if active is not None:
+            if active:
+                self._inactive.discard(row)
+            else:
+                self._inactive.add(row)
+        for name in _RATIO_COLUMN_NAMES:
+            if values.get(name):
+                self._ratios_reported.add(name)
 
     def _shared_supported(self, supported: list) -> list:
         try:
@@ -365,6 +387,7 @@ class HostTable:
 
     def deactivate(self, row: int) -> None:
         self._arrays["active"][row] = False
+        self._inactive.add(row)
 
     def row_of(self, host: str, nodename: str) -> int | None:
         return self.index.get((host, nodename))

@@ -55,7 +55,7 @@ def requested(spec: "RequestSpec") -> dict[str, int]:
 
 def option_ratio(resource: Resource) -> float:
     """The cloud-wide ratio of ``[filter_scheduler]``."""
-    return float(getattr(CONF.filter_scheduler, resource.ratio_option))
+    return float(CONF.filter_scheduler[resource.ratio_option])
 
 
 def aggregates_apply(resource: Resource) -> bool:
@@ -128,10 +128,13 @@ class ResourceView:
         return ratios if isinstance(ratios, float) else self.table.pick(ratios, rows)
 
     def _compute_ratios(self, resource: Resource) -> np.ndarray | float:
-        own = self._column(resource, 3, slice(None))
+        name = _COLUMNS[resource.name][3]
+        own = self.table.col(name)
         # 0.0 for every node (none reports its own ratio) gives the same
-        # ratios as the column, without going over it.
-        node_ratios = own if np.count_nonzero(own) else 0.0
+        # ratios as the column, without going over it; the table knows when
+        # no report ever set one, which spares the count over every row.
+        node_ratios = (own if self.table.ratio_reported(name) and np.count_nonzero(own)
+                       else 0.0)
         if aggregates_apply(resource) and aggregate_metadata.uses_key(
                 self.table, resource.ratio_option):
             if isinstance(node_ratios, float):

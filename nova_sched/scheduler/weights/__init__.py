@@ -65,8 +65,10 @@ class BaseHostWeigher:
     def _configured_multiplier(self) -> float:
         if self.multiplier_option is None:
             return 1.0
-        return float(getattr(getattr(CONF, self.multiplier_group),
-                             self.multiplier_option))
+        # By subscription: an attribute oslo.config does not have as such
+        # costs the AttributeError its __getattr__ falls back from, twice
+        # here, for each weigher on every decision.
+        return float(CONF[self.multiplier_group][self.multiplier_option])
 
     @property
     def _metadata_key(self) -> str | None:
@@ -108,7 +110,7 @@ class BaseHostWeigher:
         """Raw weights of ``rows``: ``_weigh_object`` host by host when the
         class overrides it, else ``weigh_all``."""
         raw = self._raw_weights(cycle, rows)
-        if np.ndim(raw) == 0:
+        if _ndim(raw) == 0:
             return np.full(len(rows), raw, dtype=np.float64)
         return np.asarray(raw, dtype=np.float64)
 
@@ -125,11 +127,20 @@ class BaseHostWeigher:
             return self.weight_multiplier()
         value = cycle.aggregate_number(rows, self._metadata_key,
                                        self._configured_multiplier())
-        if np.ndim(value) == 0:
+        if _ndim(value) == 0:
             # No aggregate sets it: a plain float, not a 0-d array whose
             # every comparison and product in the handler is a NumPy call.
             return self.multiplier_sign * float(value)
         return self.multiplier_sign * np.asarray(value, dtype=np.float64)
+
+
+def _ndim(value) -> int:
+    """``np.ndim(value)``; a Python float (most multipliers and one-number
+    weights) without NumPy's, which asks it for ``.ndim`` and builds the
+    AttributeError."""
+    if type(value) is float:
+        return 0
+    return np.ndim(value)
 
 
 def normalize(
@@ -142,7 +153,7 @@ def normalize(
     ``weights`` may be one number standing for every host's weight: the
     answer is then that one number, scaled the same way.
     """
-    if np.ndim(weights) == 0:
+    if _ndim(weights) == 0:
         return _normalize_one(weights, minval, maxval)
     weights = np.asarray(weights, dtype=np.float64)
     if not len(weights):
@@ -158,7 +169,7 @@ def normalize(
 
 def _finite(raw) -> bool:
     """Whether raw weights are known finite without looking at each."""
-    if np.ndim(raw) == 0:
+    if _ndim(raw) == 0:
         return math.isfinite(raw)
     return np.asarray(raw).dtype.kind in "biu"
 
@@ -180,7 +191,7 @@ def _share(multiplier, raw, minval: float | None, maxval: float | None):
     in fewer passes over the candidates: one number when the weights are
     all equal, no clipping when none is beyond minval/maxval, no subtraction
     of 0 and no multiplication by 1 or -1."""
-    if np.ndim(raw) == 0:
+    if _ndim(raw) == 0:
         return multiplier * _normalize_one(raw, minval, maxval)
     weights = np.asarray(raw)
     low, high = weights.min(), weights.max()
@@ -199,7 +210,7 @@ def _share(multiplier, raw, minval: float | None, maxval: float | None):
         return multiplier * 0.0
     if lo != 0.0:
         weights = np.subtract(weights, lo, dtype=np.float64)
-    if np.ndim(multiplier) == 0 and multiplier in (1.0, -1.0):
+    if _ndim(multiplier) == 0 and multiplier in (1.0, -1.0):
         # x / -d is exactly -(x / d): the sign folds into the division.
         return np.divide(weights, multiplier * (hi - lo), dtype=np.float64)
     return multiplier * np.divide(weights, hi - lo, dtype=np.float64)
@@ -380,7 +391,7 @@ class HostWeightHandler:
         if len(rows) > 1:
             for weigher in weighers:
                 multiplier = weigher.multipliers(cycle, rows)
-                off = (np.ndim(multiplier) == 0 and multiplier == 0
+                off = (_ndim(multiplier) == 0 and multiplier == 0
                        and math.copysign(1.0, multiplier) > 0)
                 if off and weigher.whole_numbers and not weigher.per_host:
                     continue  # 0.0 everywhere whatever it would say
@@ -389,7 +400,7 @@ class HostWeightHandler:
                     continue  # weighs 0.0 everywhere: nothing to add
                 share = _share(multiplier, raw, weigher.minval, weigher.maxval)
                 shares[weigher.name()] = share
-                if np.ndim(share) == 0:
+                if _ndim(share) == 0:
                     if share == 0:
                         continue
                 else:

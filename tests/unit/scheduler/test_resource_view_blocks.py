@@ -87,3 +87,27 @@ def test_figures_stay_whole_numbers_up_to_two_to_the_53():
     assert view.fits(RAM, rows, 1).tolist() == [True]
     assert view.fits(RAM, rows, 2).tolist() == [False]
     assert fakes.state(table, "h1").free_ram_mb == 1
+
+
+def test_a_node_reported_again_after_its_deletion_is_a_candidate_again():
+    table = fakes.make_table([dict(host=f"h{i}", memory_mb=1024) for i in range(8)])
+    table.deactivate(3)
+    assert 3 not in table.active_rows()
+    row = table.row_of("h3", "h3")
+    table.update_row(row, {"memory_mb": 2048, "active": True})
+    assert table.active_rows() is table.every_row()
+    fakes.add_node(table, host="h5", memory_mb=1024, active=False)
+    assert 5 not in table.active_rows()
+    fakes.add_node(table, host="h5", memory_mb=1024)
+    assert table.active_rows() is table.every_row()
+
+
+def test_a_ratio_a_node_reports_later_applies_to_the_next_decision():
+    # The table starts with no node reporting its own ratio; one figure
+    # update later sets one, and the next view's limits follow it.
+    table = fakes.make_table([dict(host=f"h{i}", memory_mb=1000) for i in range(4)])
+    CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    rows = table.active_rows()
+    assert ResourceView(table).limit(RAM, rows).tolist() == [1000.0] * 4
+    table.update_row(table.row_of("h2", "h2"), {"node_ram_ratio": 2.5})
+    assert ResourceView(table).limit(RAM, rows).tolist() == [1000.0, 1000.0, 2500.0, 1000.0]
