@@ -74,7 +74,8 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
     transaction per report. ``known_ids`` are the ids the caller already
     knows (nodes it has seen stored); only the others are looked up, and
     only their hosts' services are checked for existence. Claimed totals
-    are never touched.
+    are never touched. On a SQLite file the transaction first lets this
+    process's writers waiting for the write lock (claims) go.
 
     A row is marked as this process's (``changed_by``, which its own
     refreshes skip) only if its previous change was too, or is older than
@@ -95,10 +96,15 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
     writer = db_api.writer_id()
     known_ids = known_ids or {}
     keys = [(r["host"], r["hypervisor_hostname"]) for r in reports]
-    with db_api.transaction() as conn:
-        ids = {key: known_ids[key] for key in keys if key in known_ids}
-        unknown_hosts = sorted({host for key in keys if key not in ids
-                                for host in key[:1]})
+    ids = {key: known_ids[key] for key in keys if key in known_ids}
+    unknown_hosts = sorted({host for key in keys if key not in ids for host in key[:1]})
+    # Reports of nodes with known ids (every one, once a cloud is
+    # registered) are made ready before the write lock is taken.
+    shapes = None if unknown_hosts else _update_shapes(reports, keys, ids, set())
+    shared = {"v_now": now, "v_stamp": stamp, "v_by": writer,
+              "v_seen": read_through_us}
+    with db_api.transaction(bulk=True) as conn:
+        new_keys: set = set()
         if unknown_hosts:
             ids.update(_node_ids(conn, unknown_hosts))
             new_keys = {key for key in keys if key not in ids}
@@ -110,23 +116,8 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
                          claimed_disk_mb=0, claimed_instances=0)
                     for r, key in zip(reports, keys) if key in new_keys])
                 ids.update(_node_ids(conn, unknown_hosts))
-        else:
-            new_keys = set()
-        # One executemany per shape of report (reports of one kind of
-        # compute carry the same fields; an absent field keeps its value).
-        shapes: dict[tuple[str, ...], list[dict]] = {}
-        for report, key in zip(reports, keys):
-            if key in new_keys:
-                continue
-            row = dict(report)
-            row["id"] = ids[key]
-            shapes.setdefault(tuple(sorted(report)), []).append(row)
-        shared = {"v_now": now, "v_stamp": stamp, "v_by": writer,
-                  "v_seen": read_through_us}
-        # Rows in id order: two daemons storing overlapping batches then
-        # lock them in the same order and cannot deadlock.
+            shapes = _update_shapes(reports, keys, ids, new_keys)
         for fields, rows in shapes.items():
-            rows.sort(key=lambda row: row["id"])
             execute_many(conn, _update_statement(fields), rows, shared,
                          {f"v_{k}": k for k in (*fields, "id")})
         execute_many(conn, _BEAT, [{"b_host": host} for host in
@@ -136,6 +127,26 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
         if unknown_hosts:
             _add_missing_services(conn, unknown_hosts, topic, now, stamp, writer)
     return {key: ids[key] for key in keys}
+
+
+def _update_shapes(reports: list[dict], keys: list[tuple[str, str]],
+                   ids: dict[tuple[str, str], int],
+                   inserted: set) -> dict[tuple[str, ...], list[dict]]:
+    """The UPDATE parameters of the reports of stored nodes, one list per
+    shape of report (reports of one kind of compute carry the same fields;
+    an absent field keeps its value), each in id order: two daemons
+    storing overlapping batches then lock the rows in the same order and
+    cannot deadlock. ``inserted``: keys whose rows were just inserted."""
+    shapes: dict[tuple[str, ...], list[dict]] = {}
+    for report, key in zip(reports, keys):
+        if key in inserted:
+            continue
+        row = dict(report)
+        row["id"] = ids[key]
+        shapes.setdefault(tuple(sorted(report)), []).append(row)
+    for rows in shapes.values():
+        rows.sort(key=lambda row: row["id"])
+    return shapes
 
 
 # Statements of the report path, built once (composing and compiling them

@@ -117,9 +117,10 @@ def test_coalescing_keeps_the_latest_report_of_each_node(db):
 
 
 def test_a_large_backlog_is_written_in_bounded_transactions(db, monkeypatch):
-    # Claims wait for the write lock a batch holds: no transaction may
-    # carry more than BATCH_MAX reports, however many are queued.
+    # Claims wait for the write lock a transaction holds: none may carry
+    # more than REPORTS_PER_TRANSACTION reports, however many are queued.
     monkeypatch.setattr(report_ingest, "BATCH_MAX", 20)
+    monkeypatch.setattr(report_ingest, "REPORTS_PER_TRANSACTION", 7)
     hosts = [f"n{i:03d}" for i in range(2 * report_ingest.BATCH_MAX + 50)]
 
     def submit_more(ingest):
@@ -127,9 +128,39 @@ def test_a_large_backlog_is_written_in_bounded_transactions(db, monkeypatch):
             ingest.submit(_values(host, memory_mb=2048))
     _, store = _queued_behind_a_held_batch(submit_more)
     sizes = [len(batch) for batch in store.batches]
-    assert max(sizes) <= report_ingest.BATCH_MAX
+    assert max(sizes) == 7
     assert sum(sizes) == len(hosts) + 1
     assert set(_stored()) == set(hosts) | {"c0"}
+
+
+def test_a_transaction_failing_within_a_batch_leaves_only_the_rest_to_retry(
+        db, monkeypatch):
+    monkeypatch.setattr(report_ingest, "REPORTS_PER_TRANSACTION", 4)
+    monkeypatch.setattr(report_ingest, "_RETRY_INTERVAL", 0.05)
+    calls = []
+
+    def store(batch, topic, known_ids, read_through_us=0):
+        calls.append([v["host"] for v in batch])
+        if len(calls) == 2:
+            raise RuntimeError("database went away")
+        return db_nodes.store_reports(batch, topic, known_ids, read_through_us)
+
+    ingest = ReportIngest(HostManager(), store)
+    hosts = [f"n{i}" for i in range(10)]
+    with ingest._cond:  # queued together: one batch of ten
+        for host in hosts:
+            ingest._pending[(host, host)] = _values(host, memory_mb=512)
+    ingest.start()
+    try:
+        assert ingest.flush()
+    finally:
+        ingest.stop()
+    # Stored four, failed on the next four, then those and the last two
+    # written again: none lost, none written twice.
+    assert calls[0] == hosts[:4] and calls[1] == hosts[4:8]
+    assert sorted(h for call in calls[2:] for h in call) == hosts[4:]
+    assert set(_stored()) == set(hosts)
+    assert ingest.failed_batches == 1
 
 
 def test_a_failed_batch_is_logged_and_written_again(db, caplog, monkeypatch):
