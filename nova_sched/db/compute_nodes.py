@@ -104,7 +104,6 @@ def store_reports(reports: list[dict[str, Any]], topic: str = "compute",
     shared = {"v_now": now, "v_stamp": stamp, "v_by": writer,
               "v_seen": read_through_us}
     with db_api.transaction(bulk=True) as conn:
-        new_keys: set = set()
         if unknown_hosts:
             ids.update(_node_ids(conn, unknown_hosts))
             new_keys = {key for key in keys if key not in ids}
