@@ -22,7 +22,8 @@ cast with its notifications (each publish confirmed by the broker); the
 last request's cast is recorded as a worker finding no request waiting
 records it. Not included: reading
 the message off the socket and oslo.messaging's dispatcher (the consumer
-thread and ``RPCDispatcher``), and compute reports.
+thread and ``RPCDispatcher``), compute reports, and the reads of changed
+rows (the host refresher's thread, as in the daemon).
 
 After the warm-up the process's long-lived objects are frozen out of the
 garbage collector's full passes, as the daemon's periodic tasks do once
@@ -187,6 +188,8 @@ def _measure(args, url: str) -> int:
         # Past the re-reads of the rows registration just inserted (read
         # back within the refresh's overlap window) and the first full resync.
         time.sleep(2.5)
+        # As the daemon does: the table refreshed beside the requests.
+        manager.refresher.start()
         acks: list = []
         _run(manager, serializer, _requests(args.warmup), acks)
         if not args.no_freeze:
@@ -227,6 +230,7 @@ def _measure(args, url: str) -> int:
             return 1
         return 0
     finally:
+        manager.refresher.stop()
         manager.reports.stop()
         manager.stop_publishing()
         transport.cleanup()

@@ -11,11 +11,15 @@ behind it (bench/README.md, issue 19's eleventh session).
 ``gc.freeze()`` moves every object the collector tracks into a permanent
 generation it never walks. Frozen objects are still freed as soon as their
 last reference goes; only garbage held in a reference cycle among them
-would outlive its use. So ``LongLived.settle`` lets the collector see
-everything once (unfreeze, collect, freeze again), from the periodic
-tasks' thread: after the host table was rebuilt (a full resync builds
-every host's state anew), when it has grown by a quarter since (hosts
-joining a new cloud), and at least every ``_RESETTLE_SECONDS``.
+would outlive its use. Freezing again is cheap (a collection of the young
+generations, then a splice of lists), so the periodic tasks' thread does it
+when what is alive has changed: hosts joining (a quarter more since the
+last look, and at least ``_GROWTH_MIN``) and a rebuilt host table (a full
+resync builds every host's state anew; the old table breaks its own cycles
+as it is replaced, ``HostTable.retire``). Only ``settle`` lets the
+collector see everything (unfreeze, collect, freeze again): a pause as long
+as the collection it avoids (about 150 ms at 10,000 hosts), so it comes
+only every ``_RESETTLE_SECONDS``, for whatever cyclic garbage was frozen.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ LOG = logging.getLogger(__name__)
 
 # Cyclic garbage among frozen objects is collected at least this often.
 _RESETTLE_SECONDS = 600.0
-# Hosts joining since the last settle that make the next one due: a quarter
+# Hosts joining since the last freeze that make the next one due: a quarter
 # more, and at least this many (a small cloud's few hosts never matter).
 _GROWTH = 0.25
 _GROWTH_MIN = 1000
@@ -40,16 +44,20 @@ class LongLived:
 
     def __init__(self, clock=time.monotonic):
         self._clock = clock
-        self._settled_at = 0.0
+        # The first settle comes _RESETTLE_SECONDS after the daemon's start.
+        self._settled_at = clock()
         self._hosts = 0
         self._table: weakref.ref | None = None
 
     def freeze(self, table) -> None:
-        """Freeze what is alive now, without a collection (cheap: the
-        daemon's start, after its first load of the hosts into ``table``);
-        cyclic garbage frozen with it waits for the next ``settle``."""
+        """Freeze what is alive now after collecting only the young
+        generations (milliseconds: the objects made since the last freeze,
+        not every long-lived one); cyclic garbage that reached the oldest
+        generation meanwhile is frozen with the rest until the next
+        ``settle``."""
+        gc.collect(1)
         gc.freeze()
-        self._settled(table)
+        self._frozen(table)
 
     def settle(self, table) -> None:
         """Collect everything once, then freeze the survivors."""
@@ -57,27 +65,34 @@ class LongLived:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
-        self._settled(table)
+        self._settled_at = self._clock()
+        self._frozen(table)
         LOG.info("Froze %d long-lived objects (%d hosts) in %.0f ms",
                  gc.get_freeze_count(), self._hosts,
                  (time.perf_counter() - started) * 1000)
 
-    def _settled(self, table) -> None:
-        self._settled_at, self._hosts = self._clock(), len(table.index)
+    def _frozen(self, table) -> None:
+        self._hosts = len(table.index)
         # Weakly: a table replaced by a rebuild is not kept alive here.
         self._table = weakref.ref(table)
 
-    def due(self, table) -> bool:
-        """Whether ``settle`` is due with ``table`` the host table now."""
+    def due(self, table) -> str | None:
+        """What is due with ``table`` the host table now: ``"settle"``,
+        ``"freeze"`` or None."""
+        if self._clock() - self._settled_at >= _RESETTLE_SECONDS:
+            return "settle"
         if self._table is None or self._table() is not table:
-            return True  # never settled, or the table was rebuilt since
+            return "freeze"  # never frozen, or the table was rebuilt since
         grown = len(table.index) - self._hosts
-        return (self._clock() - self._settled_at >= _RESETTLE_SECONDS
-                or (grown >= _GROWTH_MIN and grown >= _GROWTH * self._hosts))
+        if grown >= _GROWTH_MIN and grown >= _GROWTH * self._hosts:
+            return "freeze"
+        return None
 
-    def settle_if_due(self, table) -> bool:
-        """``settle`` when due; whether it did."""
-        if not self.due(table):
-            return False
-        self.settle(table)
-        return True
+    def settle_if_due(self, table) -> str | None:
+        """``settle`` or ``freeze`` when due; which it did."""
+        due = self.due(table)
+        if due == "settle":
+            self.settle(table)
+        elif due == "freeze":
+            self.freeze(table)
+        return due

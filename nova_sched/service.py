@@ -8,6 +8,10 @@ import logging
 import sys
 import threading
 
+# NumPy imports numpy.ma on the first np.unique (np.ma.is_masked), some
+# 30 ms with the GIL held: here, at start, rather than in the middle of a
+# request or of the periodic tasks' statistics.
+import numpy.ma  # noqa: F401
 import oslo_messaging as messaging
 
 from prometheus_client import ProcessCollector
@@ -105,6 +109,7 @@ class SchedulerService:
         # collector's full passes (nova_sched.long_lived).
         self._long_lived.freeze(self.manager.host_manager.table)
         self.manager.reports.start()
+        self.manager.refresher.start()
         target = messaging.Target(topic=CONF.scheduler_topic, server=CONF.host)
         self.server = TopicConsumer(self.transport, target,
                                     [self.manager, SchedulerManagerV4(self.manager)],
@@ -168,7 +173,6 @@ class SchedulerService:
                 self.manager.resume_parked()
                 self.manager.recover_stuck()
                 self.poison_guard.purge()
-                self.manager.cycle.refresh()
                 self._long_lived.settle_if_due(self.manager.host_manager.table)
                 self._log_stats()
                 name_os_threads()  # and those started since
@@ -199,6 +203,7 @@ class SchedulerService:
             self.server.stop()
         if self._periodic is not None:
             self._periodic.join(timeout=5)
+        self.manager.refresher.stop()
         self.manager.reports.stop()
         # After the requests in hand: their last notifications are queued.
         self.manager.stop_publishing()

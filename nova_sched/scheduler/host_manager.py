@@ -5,10 +5,13 @@ by this daemon, applied from the validated report itself; its own claims
 and releases) and reconciled with its host source (``sources``: the
 scheduler's database fed by compute reports, or nova's cells and
 Placement) by reading only what changed since the last look, so other
-daemons' claims and reports show up within ``_REFRESH_INTERVAL`` seconds
+daemons' claims and reports show up within ``REFRESH_INTERVAL`` seconds
 without reading every node per request. Where the source asks for it, a
 full reload every ``[scheduler] host_state_resync_interval`` seconds
-repairs anything a clock skew between daemons could have hidden.
+repairs anything a clock skew between daemons could have hidden. In the
+daemon a thread of its own does both (``host_refresher``), so that no
+request waits for the database's answer; without it, decisions refresh
+the table themselves.
 
 Applying a node is cheap when only its figures moved: a report whose
 descriptive fields (capabilities, stats, PCI pools, NUMA cells...) are the
@@ -41,9 +44,10 @@ from nova_sched.scheduler.cloud.sources.compute_reports import ComputeReportsSou
 
 LOG = logging.getLogger(__name__)
 
-# Minimum seconds between incremental refreshes: bounds the database load
-# under a burst of requests; staleness it allows only costs a lost claim.
-_REFRESH_INTERVAL = 0.5
+# Minimum seconds between incremental refreshes (and the HostRefresher's
+# period): bounds the database load; staleness it allows only costs a lost
+# claim.
+REFRESH_INTERVAL = 0.5
 # Rows stamped this long before the previous refresh are read again: a
 # transaction that committed late, or another daemon's clock a little
 # behind ours, would otherwise be missed until the next full resync.
@@ -97,6 +101,13 @@ class HostManager:
         self._last_refresh_us = 0
         self._last_refresh_mono = 0.0
         self._last_full_mono = 0.0
+        # One reader of the source at a time: an older read applied after
+        # a newer one would take rows back.
+        self._refreshing = threading.RLock()
+        # The source answered a read of changes with everything.
+        self._full_wanted = False
+        # A HostRefresher keeps the table fresh: decisions do not read.
+        self.refreshed_elsewhere = False
         # row -> the descriptive texts its HostState was built from.
         self._described: dict[int, tuple] = {}
         self._parsed_texts: dict[str, Any] = {}
@@ -110,15 +121,20 @@ class HostManager:
 
     # -- reconciliation ---------------------------------------------------
     def full_resync(self) -> None:
-        """Reload every node, service and aggregate from the source."""
-        started_us = db_api.now_us()
-        rows = self.source.load_all()
-        self._rebuild(rows, started_us)
+        """Reload every node, service and aggregate from the source.
+
+        It replaces the table: the caller makes sure no decision holds its
+        rows meanwhile (``SchedulingCycle``'s lock)."""
+        with self._refreshing:
+            started_us = db_api.now_us()
+            rows = self.source.load_all()
+            self._rebuild(rows, started_us)
 
     def _rebuild(self, rows: HostRows, started_us: int) -> None:
         fresh = HostTable(capacity=max(64, len(rows.nodes)))
         with self.lock:
             fresh.report_lag = self.table.report_lag
+            self.table.retire()
             self.table = fresh
             self._described = {}
             # Heartbeats heard since the last write are newer than the rows.
@@ -133,27 +149,49 @@ class HostManager:
                     self._apply_node(row)
             self._last_refresh_us = started_us
             self._last_refresh_mono = self._last_full_mono = time.monotonic()
+            self._full_wanted = False
         LOG.info("Loaded %d compute nodes and %d aggregates", len(self.table.index),
                  len(rows.aggregates or ()))
 
+    def full_resync_due(self) -> bool:
+        """Whether the next refresh must reload everything."""
+        return self._full_wanted or (
+            self.source.periodic_resync and time.monotonic() - self._last_full_mono
+            > CONF.scheduler.host_state_resync_interval)
+
     def refresh(self, force: bool = False) -> None:
-        """Read what changed since the last look (rate-limited unless forced)."""
-        now = time.monotonic()
-        if (self.source.periodic_resync and now - self._last_full_mono
-                > CONF.scheduler.host_state_resync_interval):
+        """Bring the table up to date before a decision: read what changed
+        since the last look (rate-limited unless forced), or everything
+        when a full resync is due. While a HostRefresher keeps the table
+        fresh, only a forced refresh reads."""
+        if self.refreshed_elsewhere and not force:
+            return
+        if self.full_resync_due():
             self.full_resync()
             return
-        if not force and now - self._last_refresh_mono < _REFRESH_INTERVAL:
+        if not force and time.monotonic() - self._last_refresh_mono < REFRESH_INTERVAL:
             return
-        started_us = db_api.now_us()
-        rows = self.source.load_changed(self._last_refresh_us - _OVERLAP_US)
-        if rows.full:
-            self._rebuild(rows, started_us)
-            return
-        with self.lock:
-            self._apply_rows(rows)
-            self._last_refresh_us = started_us
-            self._last_refresh_mono = now
+        self.refresh_changes()
+
+    def refresh_changes(self, may_rebuild: bool = True) -> None:
+        """Read and apply the rows changed since the last look. A source
+        answering with everything rebuilds the table, or, where the caller
+        may not replace it (``may_rebuild`` False: decisions may be holding
+        its rows), makes a full resync due instead."""
+        with self._refreshing:
+            now = time.monotonic()
+            started_us = db_api.now_us()
+            rows = self.source.load_changed(self._last_refresh_us - _OVERLAP_US)
+            if rows.full:
+                if may_rebuild:
+                    self._rebuild(rows, started_us)
+                else:
+                    self._full_wanted = True
+                return
+            with self.lock:
+                self._apply_rows(rows)
+                self._last_refresh_us = started_us
+                self._last_refresh_mono = now
 
     def _apply_rows(self, rows: HostRows) -> None:
         for service in rows.services:

@@ -38,6 +38,7 @@ from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.metrics import SchedulerMetrics, counted, outcome_of
 from nova_sched.scheduler.wire.notifications import SchedulerNotifier
 from nova_sched.scheduler.wire.parked import ParkedRequest, ParkedRequests
+from nova_sched.scheduler.cloud.host_refresher import HostRefresher
 from nova_sched.scheduler.cloud.report_ingest import ReportIngest
 from nova_sched.scheduler.cloud.sources import load_source
 
@@ -69,6 +70,7 @@ class SchedulerManager:
             self.metrics)
         self.parked = ParkedRequests()
         self.reports = ReportIngest(self.host_manager)
+        self.refresher = HostRefresher(self.cycle)
 
     def stop_publishing(self) -> None:
         """Send the notifications still queued and close the connections the

@@ -34,23 +34,10 @@ class _Clock:
         return self.now
 
 
-def _cycle() -> weakref.ref:
+def _cycle() -> tuple[_Node, weakref.ref]:
     a, b = _Node(), _Node()
     a.other, b.other = b, a
-    return weakref.ref(a)
-
-
-def test_frozen_objects_are_out_of_full_collections_until_it_settles():
-    alive = _cycle()  # garbage already, in a cycle only the collector frees
-    keeper = LongLived()
-    table = _Table(10)
-    keeper.freeze(table)
-    assert gc.get_freeze_count() > 0
-    gc.collect()
-    assert alive() is not None, "a frozen cycle is not walked by a collection"
-    keeper.settle(table)
-    assert alive() is None, "settling lets the collector see every object once"
-    assert gc.get_freeze_count() > 0, "and freezes the survivors again"
+    return a, weakref.ref(a)
 
 
 class _Table:
@@ -58,26 +45,49 @@ class _Table:
         self.index = dict.fromkeys(range(hosts))
 
 
-def test_settling_is_due_after_a_rebuild_when_many_hosts_joined_or_after_a_while():
+def test_cyclic_garbage_among_frozen_objects_waits_for_the_settle():
+    keeper = LongLived()
+    table = _Table(10)
+    held, alive = _cycle()
+    keeper.freeze(table)
+    assert gc.get_freeze_count() > 0
+    del held  # garbage now, in a cycle only the collector frees
+    gc.collect()
+    assert alive() is not None, "a frozen cycle is not walked by a collection"
+    keeper.settle(table)
+    assert alive() is None, "settling lets the collector see every object once"
+    assert gc.get_freeze_count() > 0, "and freezes the survivors again"
+
+
+def test_freezing_again_collects_the_young_garbage_first():
+    keeper = LongLived()
+    held, alive = _cycle()
+    del held
+    keeper.freeze(_Table(10))
+    assert alive() is None, "garbage made since the last freeze is not frozen"
+
+
+def test_newcomers_are_frozen_when_many_hosts_joined_and_everything_settled_now_and_then():
     clock = _Clock()
     keeper = LongLived(clock=clock)
     table = _Table(0)
-    assert keeper.due(table), "never settled"
+    assert keeper.due(table) == "freeze", "never frozen"
     keeper.freeze(table)
     table.index.update(dict.fromkeys(range(999)))
-    assert not keeper.due(table), "a few hosts joining are not worth a full pass"
+    assert keeper.due(table) is None, "a few hosts joining are not worth a freeze"
     table.index.update(dict.fromkeys(range(10_000)))
-    assert keeper.settle_if_due(table)
+    assert keeper.settle_if_due(table) == "freeze"
     table.index.update(dict.fromkeys(range(12_000)))
-    assert not keeper.due(table), "a fifth more is not a quarter"
+    assert keeper.due(table) is None, "a fifth more is not a quarter"
     table.index.update(dict.fromkeys(range(12_500)))
-    assert keeper.due(table)
-    keeper.settle(table)
+    assert keeper.due(table) == "freeze"
+    keeper.freeze(table)
     # A full resync builds a new table: every host's state is new.
     rebuilt = _Table(12_500)
-    assert keeper.due(rebuilt)
-    keeper.settle(rebuilt)
+    assert keeper.settle_if_due(rebuilt) == "freeze"
     clock.now += long_lived._RESETTLE_SECONDS - 1
-    assert not keeper.settle_if_due(rebuilt)
+    assert keeper.settle_if_due(rebuilt) is None
     clock.now += 1
-    assert keeper.settle_if_due(rebuilt), "cyclic garbage is collected at least this often"
+    assert keeper.settle_if_due(rebuilt) == "settle", (
+        "cyclic garbage is collected at least this often")
+    assert keeper.due(rebuilt) is None

@@ -31,6 +31,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Hashable
 
 import numpy as np
@@ -119,7 +120,10 @@ class HostKinds:
     """The kinds of a HostTable's rows, by name (see the module docstring)."""
 
     def __init__(self, table: "HostTable"):
-        self._table = table
+        # A proxy: the table holds its kinds, and a strong reference back
+        # would make a cycle that only the cyclic collector's full pass
+        # frees once a rebuild replaced the table (nova_sched.long_lived).
+        self._table = weakref.proxy(table)
         self._kinds: collections.OrderedDict = collections.OrderedDict()
         # name -> (the table's aggregate_sets list, a value per set).
         self._by_aggregates: dict[Hashable, tuple[list, list]] = {}

@@ -385,6 +385,15 @@ class HostTable:
         except TypeError:  # unhashable entries: keep the node's own list
             return supported
 
+    def retire(self) -> None:
+        """Let go of every host's state, once a rebuilt table replaced this
+        one: each state points back at its table, and reference counting
+        frees the old table only without that cycle (the cyclic collector
+        would need a full pass over every long-lived object,
+        nova_sched.long_lived). A state still held elsewhere keeps reading
+        its row."""
+        self.states = []
+
     def deactivate(self, row: int) -> None:
         self._arrays["active"][row] = False
         self._inactive.add(row)

@@ -234,6 +234,16 @@ class SchedulingCycle:
         with self._lock:
             self.host_manager.refresh()
 
+    def keep_fresh(self) -> None:
+        """The HostRefresher's turn: the rows changed since its last look,
+        applied while decisions go on (under the host manager's lock, as
+        reports are), or, when due, a full resync between two decisions."""
+        if self.host_manager.full_resync_due():
+            with self._lock:
+                self.host_manager.full_resync()
+        else:
+            self.host_manager.refresh_changes(may_rebuild=False)
+
     # -- one instance -------------------------------------------------------
     def _place(self, context, spec: RequestSpec, group, uuid: str | None, index: int,
                boot: BootArgs | None, alternates: int, events=None,

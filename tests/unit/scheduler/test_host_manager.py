@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import time
+import weakref
 
 import pytest
 import sqlalchemy as sa
@@ -249,3 +251,25 @@ def test_a_heartbeat_heard_is_not_taken_back_by_an_older_row(db):
     hm.full_resync()
     row = hm.table.row_of("c1", "c1")
     assert hm.table.columns["service_updated"][row] == heard
+
+
+def test_a_table_replaced_by_a_full_resync_is_freed_without_the_cyclic_collector(db):
+    # The daemon keeps its long-lived objects frozen (nova_sched.long_lived):
+    # a replaced table left in a reference cycle would stay until the next
+    # full pass, every resync's worth of host states with it.
+    for n in range(3):
+        _store(f"c{n}")
+    hm = HostManager()
+    hm.full_resync()
+    hm.table.kinds.codes("arch", lambda state: state.cpu_info)
+    old = weakref.ref(hm.table)
+    kept = hm.table.state(0)
+    gc.disable()
+    try:
+        hm.full_resync()
+        assert old() is not None, "a state still held keeps its table"
+        assert kept.free_ram_mb == 8192, "and reads its row"
+        del kept
+        assert old() is None
+    finally:
+        gc.enable()

@@ -1,0 +1,147 @@
+"""HostRefresher: the host table follows the database from a thread of its
+own, so that no request waits for the read."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.scheduler import claims, driver as drivers
+from nova_sched.scheduler.claims import DatabaseClaims
+from nova_sched.scheduler.cloud import compute_report
+from nova_sched.scheduler.cloud.host_refresher import HostRefresher
+from nova_sched.scheduler.cloud.sources.base import HostRows
+from nova_sched.scheduler.decision.cycle import SchedulingCycle
+from nova_sched.scheduler.host_manager import HostManager
+from tests.unit.scheduler.conftest import compute_report as report
+
+INTERVAL = 0.05
+
+
+def _store(host):
+    return db_nodes.upsert_report(compute_report.validate(report(host)))
+
+
+def _cycle(hm: HostManager) -> SchedulingCycle:
+    return SchedulingCycle(drivers.load_driver("filter_scheduler", hm), hm,
+                           DatabaseClaims(), compute_api=None, notifier=None)
+
+
+def _free_ram(hm, host):
+    return hm.table.state(hm.table.row_of(host, host)).free_ram_mb
+
+
+def _wait_for(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the timeout"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def refreshed(db):
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    cycle = _cycle(hm)
+    refresher = HostRefresher(cycle, interval=INTERVAL).start()
+    yield hm, cycle
+    refresher.stop()
+
+
+def test_another_daemons_claim_reaches_the_table_without_a_request_reading(refreshed, monkeypatch):
+    hm, _ = refreshed
+    node_id = hm.table.state(hm.table.row_of("c1", "c1")).node_id
+    readers = []
+    real = db_nodes.load_changed
+
+    def spy(since_us, skip_writer=None):
+        readers.append(threading.current_thread().name)
+        return real(since_us, skip_writer)
+
+    monkeypatch.setattr(db_nodes, "load_changed", spy)
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    time.sleep(0.6)  # past the rate limit a decision's own refresh had
+    hm.refresh()  # what a decision calls: the refresher's work now
+    assert "MainThread" not in readers
+    _wait_for(lambda: _free_ram(hm, "c1") == 7192)
+    assert set(readers) == {"host-refresher"}
+
+
+def test_a_lost_claim_still_refreshes_at_once(refreshed, monkeypatch):
+    hm, _ = refreshed
+    readers = []
+    real = db_nodes.load_changed
+
+    def spy(since_us, skip_writer=None):
+        readers.append(threading.current_thread().name)
+        return real(since_us, skip_writer)
+
+    monkeypatch.setattr(db_nodes, "load_changed", spy)
+    hm.refresh(force=True)
+    assert "MainThread" in readers
+
+
+def test_a_full_resync_waits_for_the_decision_in_hand(refreshed):
+    hm, cycle = refreshed
+    table = hm.table
+    with cycle._lock:  # a decision holding the table's rows
+        hm._full_wanted = True
+        time.sleep(10 * INTERVAL)
+        assert hm.table is table, "replaced under a decision"
+    _wait_for(lambda: hm.table is not table)
+
+
+def test_changed_rows_apply_while_a_decision_runs(refreshed):
+    hm, cycle = refreshed
+    with cycle._lock:
+        _store("c2")
+        _wait_for(lambda: hm.table.row_of("c2", "c2") is not None)
+
+
+def test_a_source_answering_with_everything_waits_for_a_full_resync(db):
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    table = hm.table
+    real = hm.source.load_changed
+
+    def everything(since_us):
+        rows = real(since_us)
+        return HostRows(rows.nodes, rows.services, full=True)
+
+    hm.source.load_changed = everything
+    hm.refresh_changes(may_rebuild=False)
+    assert hm.table is table and hm.full_resync_due()
+    _cycle(hm).keep_fresh()
+    assert hm.table is not table and not hm.full_resync_due()
+
+
+def test_a_failing_source_is_logged_once_and_tried_again(db, caplog):
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    failures = []
+    real = hm.source.load_changed
+
+    def failing(since_us):
+        if len(failures) < 5:
+            failures.append(since_us)
+            raise RuntimeError("database away")
+        return real(since_us)
+
+    hm.source.load_changed = failing
+    refresher = HostRefresher(_cycle(hm), interval=INTERVAL)
+    with caplog.at_level(logging.INFO, logger="nova_sched.scheduler.cloud.host_refresher"):
+        refresher.start()
+        try:
+            _wait_for(lambda: "refreshed again" in caplog.text)
+        finally:
+            refresher.stop()
+    assert caplog.text.count("Refreshing the host states failed") == 1
+    assert len(failures) == 5
+    assert not hm.refreshed_elsewhere, "stopped: decisions refresh themselves again"
