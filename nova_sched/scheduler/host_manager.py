@@ -23,6 +23,7 @@ All reads and writes of the table happen under ``self.lock``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -48,6 +49,9 @@ LOG = logging.getLogger(__name__)
 # period): bounds the database load; staleness it allows only costs a lost
 # claim.
 REFRESH_INTERVAL = 0.5
+# Rows a full resync applies per hold of the table's lock: a few ms each.
+_REAPPLIED_PER_LOCK = 500
+_BETWEEN_CHUNKS_S = 0.001
 # Rows stamped this long before the previous refresh are read again: a
 # transaction that committed late, or another daemon's clock a little
 # behind ours, would otherwise be missed until the next full resync.
@@ -90,6 +94,12 @@ def _epoch(value) -> float:
     return value.replace(tzinfo=dt.timezone.utc).timestamp()
 
 
+def _service_of(row: Mapping, heard: float) -> _Service:
+    """A services row, its heartbeat the newer of the row's and ``heard``."""
+    return _Service(bool(row["disabled"]), row["disabled_reason"],
+                    max(_epoch(row["updated_at"]), heard))
+
+
 class HostManager:
     """Owns the HostTable and keeps it in step with the database."""
 
@@ -120,15 +130,62 @@ class HostManager:
         self._outage: tuple[float, float] | None = None
 
     # -- reconciliation ---------------------------------------------------
-    def full_resync(self) -> None:
+    def full_resync(self, between_decisions=None) -> None:
         """Reload every node, service and aggregate from the source.
 
-        It replaces the table: the caller makes sure no decision holds its
-        rows meanwhile (``SchedulingCycle``'s lock)."""
+        The rows are applied to the table as it stands, a few hundred at a
+        time under the table's lock, so that decisions and reports go on
+        meanwhile (a rebuild at 10,000 hosts held every one of them for
+        250-450 ms). Only an empty table, or one a quarter of whose rows
+        are deleted nodes, is built anew: that replaces the table, and
+        ``between_decisions`` (``SchedulingCycle``'s lock; None: the caller
+        holds it) is taken for it, so that no decision holds rows of the
+        old one.
+        """
         with self._refreshing:
             started_us = db_api.now_us()
             rows = self.source.load_all()
-            self._rebuild(rows, started_us)
+            live = {(node["host"], node["hypervisor_hostname"]) for node in rows.nodes
+                    if not node["deleted"]}
+            table = self.table
+            gone = sum(1 for key in table.index if key not in live)
+            if table.size and gone * 4 < table.size:
+                self._reapply(rows, live, started_us)
+                return
+            with between_decisions or contextlib.nullcontext():
+                self._rebuild(rows, started_us)
+
+    def _reapply(self, rows: HostRows, live: set, started_us: int) -> None:
+        """Every row of the source applied to the table in place (a full
+        resync of a table worth keeping); ``live``: the nodes not deleted."""
+        # Made before the lock is taken: 10,000 rows' timestamps cost it
+        # about 25 ms.
+        services = {row["host"]: _service_of(row, 0.0) for row in rows.services}
+        with self.lock:
+            for host, service in services.items():
+                known = self._services.get(host)
+                if known is not None and known.updated > service.updated:
+                    service.updated = known.updated  # see _remember_service
+            self._services = services
+            # Every node's num_instances is counted again below, with these.
+            self._unclaimed = rows.unclaimed or {}
+            self.table.set_aggregates(rows.aggregates or [])
+            for key, row in self.table.index.items():
+                if key not in live:
+                    self.table.deactivate(row)
+        for start in range(0, len(rows.nodes), _REAPPLIED_PER_LOCK):
+            with self.lock:
+                for node in rows.nodes[start:start + _REAPPLIED_PER_LOCK]:
+                    self._apply_node(node)
+            # A thread woken by the release would otherwise find the lock
+            # taken again by the next chunk before it runs.
+            time.sleep(_BETWEEN_CHUNKS_S)
+        with self.lock:
+            self._last_refresh_us = started_us
+            self._last_refresh_mono = self._last_full_mono = time.monotonic()
+            self._full_wanted = False
+        LOG.info("Reloaded %d compute nodes and %d aggregates", len(live),
+                 len(rows.aggregates or ()))
 
     def _rebuild(self, rows: HostRows, started_us: int) -> None:
         fresh = HostTable(capacity=max(64, len(rows.nodes)))
@@ -295,9 +352,7 @@ class HostManager:
         if heard is None:
             known = self._services.get(row["host"])
             heard = known.updated if known is not None else 0.0
-        service = self._services[row["host"]] = _Service(
-            bool(row["disabled"]), row["disabled_reason"],
-            max(_epoch(row["updated_at"]), heard))
+        service = self._services[row["host"]] = _service_of(row, heard)
         return service
 
     def _apply_service(self, row: Mapping) -> None:

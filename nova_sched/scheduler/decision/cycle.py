@@ -236,11 +236,11 @@ class SchedulingCycle:
 
     def keep_fresh(self) -> None:
         """The HostRefresher's turn: the rows changed since its last look,
-        applied while decisions go on (under the host manager's lock, as
-        reports are), or, when due, a full resync between two decisions."""
+        or when due every row, applied while decisions go on (under the
+        host manager's lock, as reports are); a table rebuilt anew replaces
+        the old one between two decisions."""
         if self.host_manager.full_resync_due():
-            with self._lock:
-                self.host_manager.full_resync()
+            self.host_manager.full_resync(between_decisions=self._lock)
         else:
             self.host_manager.refresh_changes(may_rebuild=False)
 

@@ -257,19 +257,61 @@ def test_a_table_replaced_by_a_full_resync_is_freed_without_the_cyclic_collector
     # The daemon keeps its long-lived objects frozen (nova_sched.long_lived):
     # a replaced table left in a reference cycle would stay until the next
     # full pass, every resync's worth of host states with it.
-    for n in range(3):
+    for n in range(4):
         _store(f"c{n}")
     hm = HostManager()
     hm.full_resync()
     hm.table.kinds.codes("arch", lambda state: state.cpu_info)
+    db_nodes.mark_deleted("c3", "c3")
+    hm.refresh(force=True)
     old = weakref.ref(hm.table)
     kept = hm.table.state(0)
     gc.disable()
     try:
-        hm.full_resync()
+        hm.full_resync()  # a quarter of the rows are deleted nodes: rebuilt
         assert old() is not None, "a state still held keeps its table"
         assert kept.free_ram_mb == 8192, "and reads its row"
         del kept
         assert old() is None
     finally:
         gc.enable()
+
+
+class _Watched:
+    """A lock that counts its holds."""
+
+    def __init__(self):
+        self.holds = 0
+
+    def __enter__(self):
+        self.holds += 1
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_full_resync_applies_every_row_in_place_while_decisions_go_on(db):
+    for n in range(5):
+        _store(f"c{n}")
+    hm = HostManager()
+    between = _Watched()
+    hm.full_resync(between_decisions=between)
+    assert between.holds == 1, "an empty table is built anew, between decisions"
+    table = hm.table
+    node_id = table.state(table.row_of("c1", "c1")).node_id
+    # Changes an incremental refresh would not see: stamped long ago.
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    db_nodes.mark_deleted("c4", "c4")
+    hour_ago = db_api.now_us() - 3600 * 10**6
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.ComputeNode).values(changed_at=hour_ago))
+    hm.full_resync(between_decisions=between)
+    assert hm.table is table and between.holds == 1, "rows kept, no decision waited"
+    assert _free_ram(hm, "c1") == 7192
+    live = {hm.table.states[r].host for r in hm.candidates()}
+    assert live == {"c0", "c1", "c2", "c3"}
+    db_nodes.mark_deleted("c3", "c3")
+    hm.full_resync(between_decisions=between)
+    assert hm.table is not table and between.holds == 2, (
+        "a quarter of the rows deleted nodes: built anew, between decisions")
+    assert len(hm.table.index) == 3

@@ -8,8 +8,11 @@ import threading
 import time
 
 import pytest
+import sqlalchemy as sa
 
+from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
+from nova_sched.db import models
 from nova_sched.scheduler import claims, driver as drivers
 from nova_sched.scheduler.claims import DatabaseClaims
 from nova_sched.scheduler.cloud import compute_report
@@ -86,14 +89,34 @@ def test_a_lost_claim_still_refreshes_at_once(refreshed, monkeypatch):
     assert "MainThread" in readers
 
 
-def test_a_full_resync_waits_for_the_decision_in_hand(refreshed):
+def test_a_full_resync_goes_on_beside_the_decision_in_hand(refreshed):
     hm, cycle = refreshed
     table = hm.table
+    node_id = table.state(table.row_of("c1", "c1")).node_id
+    claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
+    # Stamped long ago: only a full resync sees it.
+    with db_api.session_scope() as s:
+        s.execute(sa.update(models.ComputeNode).values(
+            changed_at=db_api.now_us() - 3600 * 10**6))
     with cycle._lock:  # a decision holding the table's rows
+        hm._full_wanted = True
+        _wait_for(lambda: _free_ram(hm, "c1") == 7192)
+        assert hm.table is table
+
+
+def test_a_table_built_anew_waits_for_the_decision_in_hand(refreshed):
+    hm, cycle = refreshed
+    _store("c2")
+    _wait_for(lambda: hm.table.row_of("c2", "c2") is not None)
+    table = hm.table
+    with cycle._lock:
+        # Half the rows are deleted nodes: the resync builds a new table.
+        db_nodes.mark_deleted("c2", "c2")
         hm._full_wanted = True
         time.sleep(10 * INTERVAL)
         assert hm.table is table, "replaced under a decision"
     _wait_for(lambda: hm.table is not table)
+    assert list(hm.table.index) == [("c1", "c1")]
 
 
 def test_changed_rows_apply_while_a_decision_runs(refreshed):
@@ -107,7 +130,6 @@ def test_a_source_answering_with_everything_waits_for_a_full_resync(db):
     _store("c1")
     hm = HostManager()
     hm.full_resync()
-    table = hm.table
     real = hm.source.load_changed
 
     def everything(since_us):
@@ -115,10 +137,11 @@ def test_a_source_answering_with_everything_waits_for_a_full_resync(db):
         return HostRows(rows.nodes, rows.services, full=True)
 
     hm.source.load_changed = everything
+    _store("c2")
     hm.refresh_changes(may_rebuild=False)
-    assert hm.table is table and hm.full_resync_due()
+    assert hm.table.row_of("c2", "c2") is None and hm.full_resync_due()
     _cycle(hm).keep_fresh()
-    assert hm.table is not table and not hm.full_resync_due()
+    assert hm.table.row_of("c2", "c2") is not None and not hm.full_resync_due()
 
 
 def test_a_failing_source_is_logged_once_and_tried_again(db, caplog):
