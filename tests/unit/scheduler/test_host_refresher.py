@@ -56,17 +56,23 @@ def refreshed(db):
     refresher.stop()
 
 
-def test_another_daemons_claim_reaches_the_table_without_a_request_reading(refreshed, monkeypatch):
-    hm, _ = refreshed
-    node_id = hm.table.state(hm.table.row_of("c1", "c1")).node_id
-    readers = []
+@pytest.fixture
+def readers(monkeypatch) -> list[str]:
+    """The names of the threads that read changed rows, as they read."""
+    names: list[str] = []
     real = db_nodes.load_changed
 
     def spy(since_us, skip_writer=None):
-        readers.append(threading.current_thread().name)
+        names.append(threading.current_thread().name)
         return real(since_us, skip_writer)
 
     monkeypatch.setattr(db_nodes, "load_changed", spy)
+    return names
+
+
+def test_another_daemons_claim_reaches_the_table_without_a_request_reading(refreshed, readers):
+    hm, _ = refreshed
+    node_id = hm.table.state(hm.table.row_of("c1", "c1")).node_id
     claims.DatabaseClaims().claim(claims.Claim("i1", node_id, 1000, 1, 0))
     time.sleep(0.6)  # past the rate limit a decision's own refresh had
     hm.refresh()  # what a decision calls: the refresher's work now
@@ -75,16 +81,8 @@ def test_another_daemons_claim_reaches_the_table_without_a_request_reading(refre
     assert set(readers) == {"host-refresher"}
 
 
-def test_a_lost_claim_still_refreshes_at_once(refreshed, monkeypatch):
+def test_a_lost_claim_still_refreshes_at_once(refreshed, readers):
     hm, _ = refreshed
-    readers = []
-    real = db_nodes.load_changed
-
-    def spy(since_us, skip_writer=None):
-        readers.append(threading.current_thread().name)
-        return real(since_us, skip_writer)
-
-    monkeypatch.setattr(db_nodes, "load_changed", spy)
     hm.refresh(force=True)
     assert "MainThread" in readers
 
