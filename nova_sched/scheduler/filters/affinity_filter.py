@@ -50,7 +50,7 @@ class ServerGroupAffinityFilter(_GroupFilter):
     def filter_all(self, cycle, rows):
         group = self._group(cycle)
         if group is None or not group.hosts:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         return _on_hosts(cycle.table, rows, group.hosts)
 
 
@@ -63,7 +63,7 @@ class ServerGroupAntiAffinityFilter(_GroupFilter):
     def filter_all(self, cycle, rows):
         group = self._group(cycle)
         if group is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         limit = group.max_per_host()
         full = [h for h, count in group.hosts.items() if count >= limit]
         return ~_on_hosts(cycle.table, rows, full)
@@ -113,7 +113,7 @@ class _InstanceHostsFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         hosts = cycle.prepared(self)
         if hosts is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         passes = self._passes(_on_hosts(cycle.table, rows, hosts))
         if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
             LOG.debug("%d hosts fail the %s hint (instances on %s)",
@@ -189,7 +189,7 @@ class SimpleCIDRAffinityFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         network = cycle.prepared(self)
         if network is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         # Each node's parsed address, kept with the table: the network test
         # is two masked comparisons over the rows.
         version, high, low = cycle.table.kinds.numbers(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.scheduler import filters
 from nova_sched.scheduler.cloud import aggregate_metadata
 from nova_sched.scheduler.filters import extra_specs_ops
@@ -37,7 +35,7 @@ class AggregateInstanceExtraSpecsFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         reqs = cycle.prepared(self)
         if not reqs:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
 
         def satisfies(metadata) -> bool:
             return all(any(check(value) for value in metadata.get(key, ()))

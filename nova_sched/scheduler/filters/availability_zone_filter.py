@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.conf import CONF
 from nova_sched.scheduler import filters
 from nova_sched.scheduler.cloud import aggregate_metadata
@@ -21,7 +19,7 @@ class AvailabilityZoneFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         wanted = cycle.spec.availability_zone
         if not wanted:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         default = CONF.default_availability_zone
 
         def in_zone(zones) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-import numpy as np
 from oslo_utils import versionutils
 
 from nova_sched.conf import CONF
@@ -123,7 +122,7 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         requirement = cycle.prepared(self)
         if requirement is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         # Nodes reporting the same supported_instances and hypervisor
         # version are one kind: each kind is judged once.
         kinds = cycle.table.kinds

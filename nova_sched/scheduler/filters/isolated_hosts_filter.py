@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.conf import CONF
 from nova_sched.scheduler import filters
 
@@ -43,7 +41,7 @@ class IsolatedHostsFilter(filters.BaseHostFilter):
                     for r in host_rows.get(h, ())]
         host_isolated = filters.among(cycle.table, rows, iso_rows)
         if image_isolated is None:
-            return ~host_isolated if restrict else np.ones(len(rows), dtype=bool)
+            return ~host_isolated if restrict else filters.everyone(rows)
         if restrict:
             return host_isolated if image_isolated else ~host_isolated
-        return host_isolated if image_isolated else np.ones(len(rows), dtype=bool)
+        return host_isolated if image_isolated else filters.everyone(rows)

@@ -499,5 +499,5 @@ class JsonFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         query = cycle.prepared(self)
         if query is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         return _Evaluation(cycle, np.asarray(rows)).truth(query)

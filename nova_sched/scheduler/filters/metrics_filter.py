@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from nova_sched.conf import CONF
 from nova_sched.scheduler import filters
 from nova_sched.scheduler.cloud import alike_hosts
@@ -41,7 +39,7 @@ class MetricsFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         wanted = _wanted_metrics()
         if not wanted:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         # Nodes reporting the same metric names are one kind.
         kinds = cycle.table.kinds
         codes = cycle.table.pick(kinds.codes(_KIND, _reported), rows)

@@ -302,7 +302,7 @@ class NUMATopologyFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         guests = cycle.prepared(self)
         if guests is None:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         table, resources = cycle.table, cycle.resources
         cells = table.kinds.numbers(_CELLS, _cells_row, np.float64, 1 + 4 * _CELLS_MAX)
         if 4 * len(rows) >= table.size > 64:

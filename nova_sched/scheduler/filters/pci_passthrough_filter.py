@@ -31,8 +31,6 @@ import json
 import logging
 from typing import Any, Iterable
 
-import numpy as np
-
 from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.scheduler import filters
@@ -254,7 +252,7 @@ class PciPassthroughFilter(filters.BaseHostFilter):
     def filter_all(self, cycle, rows):
         requests = cycle.prepared(self)
         if not requests:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         # Nodes reporting the same pools are one kind, judged once.
         kinds = cycle.table.kinds
         codes = cycle.table.pick(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from nova_sched.scheduler import filters
 
 
@@ -22,5 +20,5 @@ class RetryFilter(filters.BaseHostFilter):
         index = cycle.table.index
         tried_rows = [index[k] for k in tried if k in index]
         if not tried_rows:
-            return np.ones(len(rows), dtype=bool)
+            return filters.everyone(rows)
         return ~filters.among(cycle.table, rows, tried_rows)

@@ -221,3 +221,27 @@ def test_filters_asked_host_by_host_see_only_the_hosts_left():
                        ("Recording", ["h3"]), ("RamFilter", [])]
     assert result.removed_counts() == [("RetryFilter", 1), ("RamFilter", 4),
                                        ("Recording", 1)]
+
+
+def test_a_filter_with_nothing_to_judge_keeps_every_host_between_others():
+    from nova_sched.scheduler import filters
+    from nova_sched.scheduler.decision.cycle_state import CycleState
+    from nova_sched.scheduler.filters.ram_filter import RamFilter
+    from nova_sched.scheduler.filters.retry_filter import RetryFilter
+    from tests.unit.scheduler import fakes
+
+    table = fakes.make_table([dict(host=f"h{i}", memory_mb=4096 if i % 2 else 10)
+                              for i in range(6)])
+    spec = fakes.make_spec(memory_mb=1024)  # a first attempt: no retry to judge
+    cycle = CycleState(spec=spec, table=table)
+    retry = RetryFilter()
+    cycle.prepare([retry])
+    assert not retry.filter_rows(cycle, table.active_rows()).strides[0], (
+        "nothing made for a filter with nothing to judge")
+    result = filters.HostFilterHandler.run(
+        [RamFilter(), retry, RetryFilter(), RamFilter()], cycle, table.active_rows())
+    assert [table.states[r].host for r in result.rows] == ["h1", "h3", "h5"]
+    removed = [(name, [table.states[r].host for r in rows])
+               for name, rows in result.removed]
+    assert removed == [("RamFilter", ["h0", "h2", "h4"]), ("RetryFilter", []),
+                       ("RetryFilter", []), ("RamFilter", [])]
