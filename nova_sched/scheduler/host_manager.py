@@ -147,9 +147,10 @@ class HostManager:
             rows = self.source.load_all()
             live = {(node["host"], node["hypervisor_hostname"]) for node in rows.nodes
                     if not node["deleted"]}
-            table = self.table
-            gone = sum(1 for key in table.index if key not in live)
-            if table.size and gone * 4 < table.size:
+            with self.lock:  # reports add nodes to the index meanwhile
+                known = list(self.table.index)
+            gone = sum(1 for key in known if key not in live)
+            if known and gone * 4 < len(known):
                 self._reapply(rows, live, started_us)
                 return
             with between_decisions or contextlib.nullcontext():

@@ -6,11 +6,12 @@ read (3-37 ms at 10,000 hosts re-reporting, the database scanning a couple
 of seconds of changes) and the requests queued behind it with it, which
 was most of a paced run's slowest percent (bench/README.md, issue 19's
 thirteenth session). Here the read happens beside the decisions, as
-kube-scheduler's informers feed its cache; the rows it reads are applied
-under the host manager's lock as reports are, and a full resync, which
-replaces the table, waits for the decision in hand
-(``SchedulingCycle.keep_fresh``). A request that lost claims still
-refreshes the table itself (``HostManager.refresh(force=True)``).
+kube-scheduler's informers feed its cache; the rows it reads, all of
+them at a full resync, are applied under the host manager's lock as
+reports are, and only a table built anew, which replaces the old one,
+waits for the decision in hand (``SchedulingCycle.keep_fresh``). A
+request that lost claims still refreshes the table itself
+(``HostManager.refresh(force=True)``).
 """
 
 from __future__ import annotations
