@@ -4,6 +4,8 @@ passes, and cyclic garbage among them still collected when it settles."""
 from __future__ import annotations
 
 import gc
+import logging
+import re
 import weakref
 
 import pytest
@@ -45,7 +47,7 @@ class _Table:
         self.index = dict.fromkeys(range(hosts))
 
 
-def test_cyclic_garbage_among_frozen_objects_waits_for_the_settle():
+def test_cyclic_garbage_among_frozen_objects_waits_for_the_settle(caplog):
     keeper = LongLived()
     table = _Table(10)
     held, alive = _cycle()
@@ -54,9 +56,12 @@ def test_cyclic_garbage_among_frozen_objects_waits_for_the_settle():
     del held  # garbage now, in a cycle only the collector frees
     gc.collect()
     assert alive() is not None, "a frozen cycle is not walked by a collection"
-    keeper.settle(table)
+    with caplog.at_level(logging.INFO, logger="nova_sched.long_lived"):
+        keeper.settle(table)
     assert alive() is None, "settling lets the collector see every object once"
     assert gc.get_freeze_count() > 0, "and freezes the survivors again"
+    found = re.search(r"; (\d+) unreachable objects collected", caplog.text)
+    assert found and int(found.group(1)) >= 2, "the log says what it found"
 
 
 def test_freezing_again_collects_the_young_garbage_first():
