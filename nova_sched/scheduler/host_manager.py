@@ -100,6 +100,12 @@ def _service_of(row: Mapping, heard: float) -> _Service:
                     max(_epoch(row["updated_at"]), heard))
 
 
+def _services_of(rows: HostRows) -> dict[str, _Service]:
+    """A full load's services by host, made before the table's lock is
+    taken (10,000 rows' timestamps cost it about 25 ms)."""
+    return {row["host"]: _service_of(row, 0.0) for row in rows.services}
+
+
 class HostManager:
     """Owns the HostTable and keeps it in step with the database."""
 
@@ -159,15 +165,9 @@ class HostManager:
     def _reapply(self, rows: HostRows, live: set, started_us: int) -> None:
         """Every row of the source applied to the table in place (a full
         resync of a table worth keeping); ``live``: the nodes not deleted."""
-        # Made before the lock is taken: 10,000 rows' timestamps cost it
-        # about 25 ms.
-        services = {row["host"]: _service_of(row, 0.0) for row in rows.services}
+        services = _services_of(rows)
         with self.lock:
-            for host, service in services.items():
-                known = self._services.get(host)
-                if known is not None and known.updated > service.updated:
-                    service.updated = known.updated  # see _remember_service
-            self._services = services
+            self._replace_services(services)
             # Every node's num_instances is counted again below, with these.
             self._unclaimed = rows.unclaimed or {}
             self.table.set_aggregates(rows.aggregates or [])
@@ -182,34 +182,42 @@ class HostManager:
             # taken again by the next chunk before it runs.
             time.sleep(_BETWEEN_CHUNKS_S)
         with self.lock:
-            self._last_refresh_us = started_us
-            self._last_refresh_mono = self._last_full_mono = time.monotonic()
-            self._full_wanted = False
+            self._loaded_all(started_us)
         LOG.info("Reloaded %d compute nodes and %d aggregates", len(live),
                  len(rows.aggregates or ()))
 
     def _rebuild(self, rows: HostRows, started_us: int) -> None:
         fresh = HostTable(capacity=max(64, len(rows.nodes)))
+        services = _services_of(rows)
         with self.lock:
             fresh.report_lag = self.table.report_lag
             self.table.retire()
             self.table = fresh
             self._described = {}
-            # Heartbeats heard since the last write are newer than the rows.
-            heard = {host: service.updated for host, service in self._services.items()}
-            self._services = {}
+            self._replace_services(services)
             self._unclaimed = rows.unclaimed or {}
-            for service in rows.services:
-                self._remember_service(service, heard.get(service["host"], 0.0))
             self.table.set_aggregates(rows.aggregates or [])
             for row in rows.nodes:
                 if not row["deleted"]:
                     self._apply_node(row)
-            self._last_refresh_us = started_us
-            self._last_refresh_mono = self._last_full_mono = time.monotonic()
-            self._full_wanted = False
+            self._loaded_all(started_us)
         LOG.info("Loaded %d compute nodes and %d aggregates", len(self.table.index),
                  len(rows.aggregates or ()))
+
+    def _replace_services(self, services: dict[str, _Service]) -> None:
+        """The services of a full load, each keeping the newer heartbeat
+        this daemon heard itself (see ``_remember_service``); the caller
+        holds ``self.lock``."""
+        for host, service in services.items():
+            known = self._services.get(host)
+            if known is not None and known.updated > service.updated:
+                service.updated = known.updated
+        self._services = services
+
+    def _loaded_all(self, started_us: int) -> None:
+        self._last_refresh_us = started_us
+        self._last_refresh_mono = self._last_full_mono = time.monotonic()
+        self._full_wanted = False
 
     def full_resync_due(self) -> bool:
         """Whether the next refresh must reload everything."""
@@ -345,15 +353,14 @@ class HostManager:
         return None
 
     # -- applying rows ------------------------------------------------------
-    def _remember_service(self, row: Mapping, heard: float | None = None) -> _Service:
+    def _remember_service(self, row: Mapping) -> _Service:
         """A services row read from the database. Its heartbeat is the newer of
-        the row's and the last report this daemon applied itself (``heard``,
-        by default the one it holds): a report applied but not yet stored,
-        as during a database outage, must not be taken back by an older row."""
-        if heard is None:
-            known = self._services.get(row["host"])
-            heard = known.updated if known is not None else 0.0
-        service = self._services[row["host"]] = _service_of(row, heard)
+        the row's and the last report this daemon applied itself: a report
+        applied but not yet stored, as during a database outage, must not be
+        taken back by an older row."""
+        known = self._services.get(row["host"])
+        service = self._services[row["host"]] = _service_of(
+            row, known.updated if known is not None else 0.0)
         return service
 
     def _apply_service(self, row: Mapping) -> None:

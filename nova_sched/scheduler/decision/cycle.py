@@ -225,15 +225,6 @@ class SchedulingCycle:
         for node_id in set(self.claims.release(list(instance_uuids))):
             self.host_manager.refresh_node(node_id)
 
-    def refresh(self) -> None:
-        """Bring the host states up to date between decisions.
-
-        A full resync replaces the table; rows a decision holds must not
-        change meaning under it.
-        """
-        with self._lock:
-            self.host_manager.refresh()
-
     def keep_fresh(self) -> None:
         """The HostRefresher's turn: the rows changed since its last look,
         or when due every row, applied while decisions go on (under the
