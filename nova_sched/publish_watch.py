@@ -40,13 +40,22 @@ class PublishWatch:
     @contextlib.contextmanager
     def publishing(self, what: str) -> Iterator[None]:
         """Around one publish; ``what`` names it for the log and /healthz."""
+        through = self.start(what)
+        try:
+            yield
+        finally:
+            through()
+
+    def start(self, what: str) -> Callable[[], None]:
+        """A publish begins that may end later, in another call (a cast
+        whose confirm is read after the next decision): the function
+        returned says it is through."""
         key = next(self._ids)
         started = time.monotonic()
         with self._lock:
             self._in_flight[key] = (what, started)
-        try:
-            yield
-        finally:
+
+        def through() -> None:
             with self._lock:
                 del self._in_flight[key]
             took = time.monotonic() - started
@@ -54,6 +63,8 @@ class PublishWatch:
                 LOG.warning("Publishing %s waited %.1f s for the broker", what, took)
                 for callback in self.on_slow:
                     callback(what, took)
+
+        return through
 
     def problem(self) -> str | None:
         """The oldest publish waiting longer than ``SLOW``, or None."""

@@ -7,7 +7,7 @@ import oslo_messaging as messaging
 from nova_sched import rpc
 from nova_sched.conf import CONF
 from nova_sched.publish_watch import PublishWatch
-from nova_sched.scheduler.wire.publisher import Outgoing, Publisher, envelope, speaks
+from nova_sched.scheduler.wire.publisher import Outgoing, Pending, Publisher, envelope, speaks
 
 
 class ComputeAPI:
@@ -41,12 +41,13 @@ class ComputeAPI:
                      requested_networks, injected_files, admin_password,
                      is_first_time, node=None, legacy_bdm_in_spec=True,
                      along: list[Outgoing] | tuple = (),
-                     after: list[Outgoing] | tuple = ()):
+                     after: list[Outgoing] | tuple = ()) -> Pending | None:
         """Ask ``host`` to build ``instance`` (nova Havana's arguments).
 
         ``along`` and ``after``: messages for the broker at ``url``
-        published before and after the cast in one batch, all confirmed
-        before this returns.
+        published before and after the cast in one batch, confirmed with
+        it. Returns what waits for the broker's confirms, or None when
+        they were waited for already.
         """
         args = dict(instance=instance, request_spec=request_spec,
                     filter_properties=filter_properties,
@@ -55,19 +56,19 @@ class ComputeAPI:
                     is_first_time=is_first_time, node=node,
                     legacy_bdm_in_spec=legacy_bdm_in_spec)
         what = f"run_instance to {CONF.compute_topic}.{host}"
-        with self.watch.publishing(what):
-            if self._publisher is None:
-                if along or after:
-                    raise ValueError("messages along with a cast need its publisher")
+        if self._publisher is None:
+            if along or after:
+                raise ValueError("messages along with a cast need its publisher")
+            with self.watch.publishing(what):
                 self.client.prepare(server=host, version=self.RUN_INSTANCE_VERSION).cast(
                     ctxt, "run_instance", **args)
-                return
-            message = {"method": "run_instance", "args": args,
-                       "version": self.RUN_INSTANCE_VERSION}
-            self._publisher.publish_many([*along, Outgoing(
-                self._exchange, f"{CONF.compute_topic}.{host}",
-                envelope(message, self._serializer.serialize_context(ctxt)), what),
-                *after])
+            return None
+        message = {"method": "run_instance", "args": args,
+                   "version": self.RUN_INSTANCE_VERSION}
+        return self._publisher.send([*along, Outgoing(
+            self._exchange, f"{CONF.compute_topic}.{host}",
+            envelope(message, self._serializer.serialize_context(ctxt)), what),
+            *after], done=self.watch.start(what))
 
     def close(self) -> None:
         if self._publisher is not None:

@@ -38,6 +38,7 @@ from nova_sched.scheduler.decision.cycle_state import CycleState
 from nova_sched.scheduler.decision.decision_stats import DecisionStats
 from nova_sched.scheduler.driver import Decision, Scheduler, Selection
 from nova_sched.scheduler.metrics import SchedulerMetrics
+from nova_sched.scheduler.wire.publisher import Pending
 from nova_sched.scheduler.wire.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
@@ -260,9 +261,12 @@ class SchedulingCycle:
             events.adopt(uuid, new_request.event_id)
         ended = False
         if boot is not None:
+            defer_ack = defer_ack if new_request is not None else None
             try:
-                ended = self._cast(context, spec, uuid, index, selections[0], boot,
-                                   end_with_cast)
+                ended, pending = self._cast(context, spec, uuid, index, selections[0],
+                                            boot, end_with_cast)
+                if pending is not None and defer_ack is None:
+                    pending.wait()
             except Exception:
                 # The instance stays unplaced rather than claimed on a node
                 # that never heard of it.
@@ -270,8 +274,9 @@ class SchedulingCycle:
                 db_instances.set_scheduling(uuid)
                 raise
             # Cast: whatever happens now, the claim stays where it was cast.
-            self._record_cast(uuid, events,
-                              defer_ack if new_request is not None else None)
+            # A record held for the next claim reads the cast's confirm then.
+            self._record_cast(uuid, events, defer_ack,
+                              pending.wait if pending is not None else None)
         return selections, ended
 
     def _recast(self, context, spec: RequestSpec, group, uuid: str, index: int,
@@ -311,11 +316,14 @@ class SchedulingCycle:
         if already_cast or self.casts.holds(uuid):
             LOG.info("Instance %s was cast to %s/%s before the database went "
                      "away; recording it", uuid, held.host, held.nodename)
+            self.casts.confirm(uuid)
         else:
             LOG.info("Instance %s was claimed on %s/%s by a scheduler that "
                      "stopped before casting it; casting it there", uuid,
                      held.host, held.nodename)
-            self._cast(context, spec, uuid, index, held, boot)
+            _, pending = self._cast(context, spec, uuid, index, held, boot)
+            if pending is not None:
+                pending.wait()
         self._record_cast(uuid, events)
         return [held]
 
@@ -445,9 +453,11 @@ class SchedulingCycle:
             LOG.warning("Could not re-read compute node %s (%s)", node_id, err)
 
     def _cast(self, context, spec: RequestSpec, uuid: str, index: int,
-              chosen: Selection, boot: BootArgs, end_with_cast: bool = False) -> bool:
-        """Steps 5 and 6: hand the instance to its node and say so; whether
-        the request's end notification went with the cast."""
+              chosen: Selection, boot: BootArgs, end_with_cast: bool = False
+              ) -> tuple[bool, Pending | None]:
+        """Steps 5 and 6: hand the instance to its node and say so. Whether
+        the request's end notification went with the cast, and what waits
+        for the broker's confirm of it (None: waited for already)."""
         fprops = spec.filter_properties
         retry.record_host(fprops, chosen.host, chosen.nodename)
         fprops["limits"] = chosen.limits
@@ -471,7 +481,7 @@ class SchedulingCycle:
         # thread then has nothing to send for a boot that succeeds.
         end = (context, spec.raw) if end_with_cast else None
         with self.notifier.taken(end) as along:
-            self.compute_api.run_instance(
+            pending = self.compute_api.run_instance(
                 context, instance=instance, host=chosen.host,
                 request_spec=request_spec, filter_properties=fprops,
                 requested_networks=boot.requested_networks,
@@ -481,11 +491,11 @@ class SchedulingCycle:
                 along=along.before, after=along.after)
         LOG.info("Instance %s scheduled to %s/%s (weight %.3f)", uuid,
                  chosen.host, chosen.nodename, chosen.weight)
-        return along.ends
+        return along.ends, pending
 
     def _record_cast(self, uuid: str, events,
-                     defer_ack: Callable[[], Callable[[], None]] | None = None
-                     ) -> None:
+                     defer_ack: Callable[[], Callable[[], None]] | None = None,
+                     confirm: Callable[[], None] | None = None) -> None:
         """Record that ``uuid`` was cast, with its event's end.
 
         A request delivered again must not cast the instance twice. A daemon
@@ -494,11 +504,13 @@ class SchedulingCycle:
         at this moment is remembered here, so that this daemon, resuming
         the request, records the cast instead of sending it again.
         With ``defer_ack`` the record is held for the next claim's
-        transaction (``CastRecords``) and the request's message with it.
+        transaction (``CastRecords``) and the request's message with it;
+        ``confirm`` then waits for the broker's confirm of the cast, before
+        that transaction writes the record.
         """
         finished = events.finish_on_cast(uuid) if events is not None else None
         if defer_ack is not None:
-            self.casts.hold(uuid, finished or {}, defer_ack())
+            self.casts.hold(uuid, finished or {}, defer_ack(), confirm)
             return
         try:
             db_instances.mark_cast(uuid, finished)

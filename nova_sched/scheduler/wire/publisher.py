@@ -16,10 +16,13 @@ On RabbitMQ the messages go out on py-amqp's channel, which is in confirm
 mode, and ``publish_many`` sends a batch before it waits: its frames are
 built by ``amqp_frames`` and written at once, and the broker's confirms
 (one often covering several messages) are read once for the batch, not
-once per message. A message the broker refuses (a nack) or that
-a lost connection leaves unconfirmed is sent again; those it confirmed are
-not. kombu's in-memory broker (the demo) takes them through kombu's
-``Producer``, one by one, with nothing to confirm.
+once per message. ``send`` writes a batch and returns a ``Pending``
+whose ``wait`` reads its confirms later: the compute cast's are read
+after the next request's decision, the broker's round trip overlapping
+it. A message the broker refuses (a nack) or that a lost connection
+leaves unconfirmed is sent again; those it confirmed are not. kombu's
+in-memory broker (the demo) takes them through kombu's ``Producer``, one
+by one, with nothing to confirm.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import logging
 import socket
 import threading
 import time
+from typing import Callable
 
 import amqp
 import kombu
@@ -93,10 +97,12 @@ class _Confirms:
         self.refused.update(t for t in range(first, tag + 1) if t not in self._out_of_order)
         self.ack(tag, multiple)
 
-    def taken(self, first: int) -> set[int]:
-        """The numbers from ``first`` on that the broker took (settled, not refused)."""
-        return {t for t in range(first, self.settled + 1) if t not in self.refused} | {
-            t for t in self._out_of_order if t >= first and t not in self.refused}
+    def taken(self, first: int, last: int) -> set[int]:
+        """The numbers from ``first`` to ``last`` that the broker took
+        (settled, not refused)."""
+        return {t for t in range(first, min(self.settled, last) + 1)
+                if t not in self.refused} | {
+            t for t in self._out_of_order if first <= t <= last and t not in self.refused}
 
 
 def speaks(url: messaging.TransportURL) -> bool:
@@ -162,55 +168,112 @@ class Publisher:
         twice that way is one the broker may have taken before the failure,
         as with any publisher confirms. MessageDeliveryFailure once the
         publisher is closed."""
-        waiting = list(messages)
+        self.send(messages).wait()
+
+    def send(self, messages: list[Outgoing],
+             done: Callable[[], None] | None = None) -> "Pending":
+        """Publish ``messages`` in order without waiting for the broker's
+        confirms: the returned ``Pending.wait()`` does, so that the caller
+        can work meanwhile (``publish_many`` is both at once). A failure to
+        write them is logged and they are sent again at once, confirmed
+        before this returns. ``done`` is called once they are confirmed or
+        given up."""
+        if self._closed.is_set():
+            if done is not None:
+                done()
+            raise messaging.MessageDeliveryFailure(
+                f"{_what(messages)} not sent: the publisher is closed")
+        try:
+            with self._lock:
+                confirms, first = self._write(messages)
+        except Exception as err:
+            self._failed(messages, err)
+            pending = Pending(self, list(messages), None, 0, done, written=False)
+            pending.wait()
+            return pending
+        return Pending(self, list(messages), confirms, first, done)
+
+    def _settle(self, pending: "Pending") -> None:
+        """``Pending.wait``: read the broker's confirms of ``pending``'s
+        messages; send again, until confirmed, what it refused or what a
+        lost connection left unconfirmed."""
+        waiting = list(pending.messages)
+        if pending.written:
+            try:
+                with self._lock:
+                    self._await(waiting, pending.confirms, pending.first)
+            except Exception as err:
+                self._failed(waiting, err, pending.confirms)
         while waiting and not self._closed.is_set():
             try:
                 with self._lock:
-                    self._send(waiting)
+                    confirms, first = self._write(waiting)
+                    self._await(waiting, confirms, first)
             except Exception as err:  # logged and tried again: never dropped
-                LOG.error("Publishing %s failed (%s); trying again in %.1f s",
-                          _what(waiting), err, self.settings.reconnect_delay)
-                with self._lock:
-                    self._drop()
-                time.sleep(self.settings.reconnect_delay)
+                self._failed(waiting, err)
         if waiting:
             raise messaging.MessageDeliveryFailure(
                 f"{_what(waiting)} not sent: the publisher is closed")
 
-    def _send(self, waiting: list[Outgoing]) -> None:
-        """Publish ``waiting``, removing each message from it once the
-        broker confirms it. A failure raises to ``publish_many``, which
-        logs it, drops the connection and comes back with what is left:
-        kombu's retry wrapper around each publish would only cost its CPU
-        on every one."""
-        self._connect(waiting[0].what)
-        for message in waiting:
+    def _failed(self, waiting: list[Outgoing], err: Exception,
+                confirms: "_Confirms | None" = None) -> None:
+        """A publish of ``waiting`` failed: logged, and its connection
+        dropped with a pause before the next try, unless the connection
+        ``confirms`` belonged to was replaced already."""
+        if confirms is not None and confirms is not self._confirms:
+            LOG.error("Publishing %s failed (%s); sending it again", _what(waiting), err)
+            return
+        LOG.error("Publishing %s failed (%s); trying again in %.1f s",
+                  _what(waiting), err, self.settings.reconnect_delay)
+        with self._lock:
+            self._drop()
+        time.sleep(self.settings.reconnect_delay)
+
+    def _write(self, messages: list[Outgoing]) -> tuple["_Confirms | None", int]:
+        """Put ``messages`` on the wire (under the lock): the confirms they
+        are numbered in and the first one's number; no confirms on kombu's
+        in-memory broker, which has nothing to confirm. kombu's retry
+        wrapper around each publish would only cost its CPU on every one: a
+        failure raises to the caller, which logs it, drops the connection
+        and sends again what is left."""
+        self._connect(messages[0].what)
+        for message in messages:
             self._declare(message)
         confirms = self._confirms
         if confirms is None:
-            # kombu's in-memory broker: nothing to confirm.
-            while waiting:
-                message = waiting[0]
+            for message in messages:
                 self._producer.publish(
                     message.body, exchange=self.exchange(message.exchange),
                     routing_key=message.routing_key, content_type=_CONTENT_TYPE,
                     content_encoding=_CONTENT_ENCODING,
                     compression=self.settings.compression)
-                del waiting[0]
-            return
+            return None, 0
         first = confirms.published + 1
+        if self.settings.compression:
+            for message in messages:
+                self._channel.basic_publish(
+                    self._message(message.body),
+                    exchange=self.exchange(message.exchange).name,
+                    routing_key=message.routing_key)
+                confirms.published += 1
+        else:
+            self._write_frames(messages)
+            confirms.published += len(messages)
+        return confirms, first
+
+    def _await(self, waiting: list[Outgoing], confirms: "_Confirms | None",
+               first: int) -> None:
+        """Wait (under the lock) for the confirms of ``waiting``, numbered
+        from ``first``, removing each message from it once the broker took
+        it. MessageDeliveryFailure for what it refused, or what a connection
+        lost meanwhile (``confirms`` no longer the connection's) left
+        unconfirmed."""
+        if confirms is None:
+            waiting.clear()  # kombu's in-memory broker: nothing to confirm
+            return
+        last = first + len(waiting) - 1
         try:
-            if self.settings.compression:
-                for message in waiting:
-                    self._channel.basic_publish(
-                        self._message(message.body),
-                        exchange=self.exchange(message.exchange).name,
-                        routing_key=message.routing_key)
-                    confirms.published += 1
-            else:
-                self._write_frames(waiting)
-                confirms.published += len(waiting)
-            while confirms.settled < confirms.published:
+            while confirms is self._confirms and confirms.settled < last:
                 try:
                     self._conn.drain_events(timeout=_IDLE)
                 except socket.timeout:
@@ -221,13 +284,16 @@ class Publisher:
                         self._conn.heartbeat_check(rate=self.settings.heartbeat_rate)
         finally:
             # What the broker took is not sent again, whatever failed after.
-            taken = confirms.taken(first)
+            taken = confirms.taken(first, last)
             sent = len(waiting)
             waiting[:] = [m for tag, m in enumerate(waiting, first) if tag not in taken]
-            confirms.refused.difference_update(range(first, confirms.published + 1))
+            confirms.refused.difference_update(range(first, last + 1))
         if waiting:
             raise messaging.MessageDeliveryFailure(
-                f"the broker refused {len(waiting)} of {sent} messages")
+                f"the broker refused {len(waiting)} of {sent} messages"
+                if confirms is self._confirms else
+                f"the connection was lost before the broker confirmed {len(waiting)} "
+                f"of {sent} messages")
 
     def _write_frames(self, waiting: list[Outgoing]) -> None:
         """The messages' frames, as py-amqp's basic_publish would write them
@@ -347,6 +413,40 @@ class Publisher:
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.release()
+
+
+class Pending:
+    """Messages a ``Publisher`` sent whose confirms may not be read yet.
+
+    ``wait()`` returns once the broker has confirmed every one, sending
+    again what it refused or what a lost connection left unconfirmed; it
+    raises MessageDeliveryFailure only once the publisher is closed. Until
+    then the caller may do other work: the compute cast's confirm is read
+    after the next request's decision, not before it.
+    """
+
+    def __init__(self, publisher: Publisher, messages: list[Outgoing],
+                 confirms: _Confirms | None, first: int,
+                 done: Callable[[], None] | None = None, written: bool = True):
+        self.publisher = publisher
+        self.messages = messages
+        self.confirms = confirms
+        self.first = first
+        # False: their write failed, and wait() sends them anew.
+        self.written = written
+        self._done = done
+        self.settled = False
+
+    def wait(self) -> None:
+        if self.settled:
+            return
+        try:
+            self.publisher._settle(self)
+            self.settled = True
+        finally:
+            if self._done is not None:
+                done, self._done = self._done, None
+                done()
 
 
 def _what(messages: list[Outgoing]) -> str:

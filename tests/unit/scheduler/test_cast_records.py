@@ -10,6 +10,9 @@ the broker's acknowledgements see at each step.
 
 from __future__ import annotations
 
+import logging
+
+import oslo_messaging as messaging
 import sqlalchemy as sa
 
 from nova_sched import exception, rpc
@@ -71,13 +74,104 @@ def test_a_boots_cast_is_recorded_by_the_next_boots_claim(manager, ctxt):
     assert commits_of(lambda: manager.write_held_casts(idle=True)) == 0
 
 
+class _ConfirmedLater(RecordingComputeAPI):
+    """Casts whose broker confirms are read only when waited for (as the
+    RabbitMQ publisher's ``Pending``), each step noted in ``log``; a
+    ``closed`` publisher cannot read them."""
+
+    def __init__(self, log: list):
+        super().__init__()
+        self.log = log
+        self.closed = False
+
+    def run_instance(self, ctxt, **kwargs):
+        super().run_instance(ctxt, **kwargs)
+        uuid = kwargs["instance"]["uuid"]
+        self.log.append(("cast", uuid))
+        api = self
+
+        class Pending:
+            def wait(self):
+                if api.closed:
+                    raise messaging.MessageDeliveryFailure(
+                        "run_instance not sent: the publisher is closed")
+                api.log.append(("confirmed", uuid))
+
+        return Pending()
+
+
+def _noting_decisions(manager, log: list) -> None:
+    decide = manager.cycle.decide
+
+    def noted(spec, group, uuid):
+        log.append(("decide", uuid))
+        return decide(spec, group, uuid)
+
+    manager.cycle.decide = noted
+
+
+def test_a_held_casts_confirm_is_read_after_the_next_decision_before_its_record(
+        manager, ctxt):
+    """The request thread does not wait for the broker between two boots:
+    the first cast's confirm is read once the second boot is decided, and
+    only then is the first cast recorded and its message let go."""
+    log: list = []
+    manager.cycle.compute_api = _ConfirmedLater(log)
+    _noting_decisions(manager, log)
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    first, second = boot_request(memory_mb=1024), boot_request(memory_mb=1024)
+    uuid1, uuid2 = first["instance_uuids"][0], second["instance_uuids"][0]
+    acks: list[str] = []
+
+    _boot(manager, ctxt, first, acks, "first")
+    assert log == [("decide", uuid1), ("cast", uuid1)]
+    assert _instance(uuid1).cast_at is None and acks == []
+
+    _boot(manager, ctxt, second, acks, "second")
+    assert log == [("decide", uuid1), ("cast", uuid1), ("decide", uuid2),
+                   ("confirmed", uuid1), ("cast", uuid2)]
+    assert _instance(uuid1).cast_at is not None and acks == ["first"]
+
+    manager.write_held_casts(idle=True)
+    assert log[-1] == ("confirmed", uuid2)
+    assert _instance(uuid2).cast_at is not None and acks == ["first", "second"]
+
+
+def test_a_cast_whose_confirm_cannot_be_read_is_never_recorded(manager, ctxt, caplog):
+    """A stopping daemon's publisher is closed before a held cast's confirm
+    is read: the cast is not recorded and its message not let go, so that
+    the broker delivers it again to a daemon that casts it to the same
+    node; the next boot's claim goes on without it."""
+    log: list = []
+    api = manager.cycle.compute_api = _ConfirmedLater(log)
+    manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
+    first, second = boot_request(memory_mb=1024), boot_request(memory_mb=1024)
+    uuid1, uuid2 = first["instance_uuids"][0], second["instance_uuids"][0]
+    acks: list[str] = []
+    _boot(manager, ctxt, first, acks, "first")
+    api.closed = True
+    with caplog.at_level(logging.WARNING):
+        _boot(manager, ctxt, second, acks, "second")
+        manager.write_held_casts()
+    assert _instance(uuid2).host == "node-1"      # the second boot was placed
+    assert _instance(uuid1).cast_at is None and _instance(uuid2).cast_at is None
+    assert acks == []
+    assert manager.cycle.casts.holds(uuid1) and manager.cycle.casts.holds(uuid2)
+    assert any(uuid1 in r.getMessage() and "publisher is closed" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_a_direct_call_records_its_cast_at_once(manager, ctxt):
     """Outside a consumer's worker nothing could keep the message: the cast
     is recorded before run_instance returns."""
+    log: list = []
+    manager.cycle.compute_api = _ConfirmedLater(log)
     manager.compute_node_update(ctxt, compute_report("node-1", memory_mb=16384))
     spec = boot_request(memory_mb=1024)
     manager.run_instance(ctxt, spec, "pw", [], None, True, {})
-    assert _instance(spec["instance_uuids"][0]).cast_at is not None
+    uuid = spec["instance_uuids"][0]
+    assert log == [("cast", uuid), ("confirmed", uuid)]
+    assert _instance(uuid).cast_at is not None
 
 
 def test_held_casts_wait_out_a_database_outage(manager, ctxt, monkeypatch):

@@ -120,15 +120,15 @@ def test_a_failed_publish_is_logged_and_sent_again(memory_broker, monkeypatch, c
     sender = notification_sender.NotificationSender(
         memory_broker, "scheduler.t", rpc.ContextSerializer())
     monkeypatch.setattr(sender._publisher.settings, "reconnect_delay", 0.01)
-    real, failures = sender._publisher._send, []
+    real, failures = sender._publisher._write, []
 
     def flaky(waiting):
         if len(failures) < 2:
             failures.append(list(waiting))
             raise ConnectionError("broker away")
-        real(waiting)
+        return real(waiting)
 
-    monkeypatch.setattr(sender._publisher, "_send", flaky)
+    monkeypatch.setattr(sender._publisher, "_write", flaky)
     with caplog.at_level(logging.ERROR):
         sender.info(None, "test.flaky", {})
         _wait(lambda: sender.sent == 1, "the notification sent after two failures")
@@ -147,7 +147,7 @@ def test_what_the_broker_never_took_is_logged_at_stop(memory_broker, monkeypatch
     def away(waiting):
         raise ConnectionError("broker away")
 
-    monkeypatch.setattr(sender._publisher, "_send", away)
+    monkeypatch.setattr(sender._publisher, "_write", away)
     uuids = [str(uuid.uuid4()) for _ in range(3)]
     for u in uuids:
         sender.info(None, "scheduler.run_instance.scheduled", {"instance_id": u})
