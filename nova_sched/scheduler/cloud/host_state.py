@@ -59,6 +59,12 @@ _FIGURE_COLUMNS = (
     "claimed_vcpus",
     "claimed_disk_mb",
 )
+# The columns a node's capacity is worked out from (what it can hand out,
+# its smallest total): results over them are kept across decisions
+# (``HostTable.capacity_derived``) until one of them changes.
+_CAPACITY_COLUMNS = frozenset(
+    ("memory_mb", "vcpus", "disk_mb", "reserved_memory_mb", "reserved_disk_mb",
+     "reserved_cpus", "active") + tuple(NODE_RATIO_COLUMNS.values()))
 _FLOAT_COLUMNS = (("service_updated",) + _FIGURE_COLUMNS
                   + tuple(NODE_RATIO_COLUMNS.values()))
 _BOOL_COLUMNS = ("active", "disabled")
@@ -248,6 +254,11 @@ class HostTable:
         # of a column (all active? any node with its own ratio?).
         self._inactive: set[int] = set()
         self._ratios_reported: set[str] = set()
+        # Moves after any write that changed a _CAPACITY_COLUMNS value or
+        # a node's aggregates; capacity_derived's results carry the value
+        # they were worked out at.
+        self._capacity_version = 0
+        self._capacity_derived: dict[Any, tuple[tuple[int, int], Any]] = {}
         for name in _INT_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=np.int64)
         for name in _FLOAT_COLUMNS:
@@ -321,6 +332,23 @@ class HostTable:
             return whole
         return values[rows] if isinstance(rows, slice) else values.take(rows)
 
+    def capacity_derived(self, name: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, a result over the capacity columns of every row
+        (say, what each node can hand out), kept under ``name`` until one
+        of those columns changes, a node joins or aggregates change:
+        reports mostly repeat a node's capacity, so decisions need not
+        work it out again each time."""
+        # Read before computing: a write meanwhile moves the version after
+        # its values, so a result that may have missed it is never kept
+        # as current.
+        stamp = (self._capacity_version, self.size)
+        kept = self._capacity_derived.get(name)
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        value = compute()
+        self._capacity_derived[name] = (stamp, value)
+        return value
+
     def _grow(self) -> None:
         self._capacity *= 2
         for name, arr in self._arrays.items():
@@ -365,8 +393,14 @@ class HostTable:
         self._write(row, values)
 
     def _write(self, row: int, values: dict[str, Any]) -> None:
+        changed = False
         for name, value in values.items():
-            self._arrays[name][row] = value
+            column = self._arrays[name]
+            if name in _CAPACITY_COLUMNS and column[row] != value:
+                changed = True
+            column[row] = value
+        if changed:
+            self._capacity_version += 1
         active = values.get("active")
         if active is not None:
             if active:
@@ -397,6 +431,7 @@ class HostTable:
     def deactivate(self, row: int) -> None:
         self._arrays["active"][row] = False
         self._inactive.add(row)
+        self._capacity_version += 1
 
     def row_of(self, host: str, nodename: str) -> int | None:
         return self.index.get((host, nodename))
@@ -440,6 +475,7 @@ class HostTable:
         for row in rows:
             agg_codes[row] = code
             az_codes[row] = zone_code
+        self._capacity_version += 1  # aggregates may set a node's ratios
 
 
 def attribute_kind(name: str) -> str:

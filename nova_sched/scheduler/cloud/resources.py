@@ -170,8 +170,31 @@ class ResourceView:
         return self._over(rows, None, lambda sel: self._limit(resource, sel))
 
     def _limit(self, resource: Resource, rows) -> np.ndarray:
+        if isinstance(rows, slice):
+            # A block of every row's: kept by the table across decisions.
+            return self._limits(resource)[rows]
         return capacity.limit(self.total(resource, rows), self._ratios_of(resource, rows),
                               self.reserved(resource, rows))
+
+    def _limits(self, resource: Resource) -> np.ndarray:
+        """Every row's limit, worked out again only when a node's capacity,
+        its aggregates or the ratio option changed."""
+        def every_row() -> np.ndarray:
+            return _by_blocks(self.table.size, lambda sel: capacity.limit(
+                self.total(resource, sel), self._ratios_of(resource, sel),
+                self.reserved(resource, sel)))
+
+        return self.table.capacity_derived(
+            ("limit", resource.name, option_ratio(resource), aggregates_apply(resource)),
+            every_row)
+
+    def _smallest_total(self, resource: Resource) -> float:
+        """The smallest total of the live nodes (inf: none), kept as limits are."""
+        def smallest() -> float:
+            rows = self.table.active_rows()
+            return float(self.total(resource, rows).min()) if len(rows) else np.inf
+
+        return self.table.capacity_derived(("smallest", resource.name), smallest)
 
     def free(self, resource: Resource, rows) -> np.ndarray:
         """What is left under the limit after the claims."""
@@ -194,13 +217,11 @@ class ResourceView:
         physically is, whatever the ratio.
         """
         def fit(sel):
-            total = self.total(resource, sel)
             within = capacity.fits(self.claimed(resource, sel), amount,
-                                   capacity.limit(total, self._ratios_of(resource, sel),
-                                                  self.reserved(resource, sel)))
-            if len(total) and amount <= total.min():
-                return within  # no node here is smaller than the instance
-            return (amount <= total) & within
+                                   self._limit(resource, sel))
+            if amount <= self._smallest_total(resource):
+                return within  # no live node is smaller than the instance
+            return (amount <= self.total(resource, sel)) & within
 
         return self._over(rows, ("fits", resource.name, amount), fit)
 

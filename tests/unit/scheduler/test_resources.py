@@ -232,3 +232,73 @@ def test_a_node_without_vcpus_fits_no_instance_that_needs_one():
     view, rows = _view(vcpus=0, memory_mb=1024)
     assert not view.fits(VCPU, rows, 1)[0]
     assert view.fits(VCPU, rows, 0)[0]
+
+
+def _fleet(count=100, **node):
+    """Enough nodes that a decision works out every row's figures at once
+    (those the host table keeps across decisions)."""
+    return fakes.make_table([dict(host=f"h{n}", memory_mb=4096, vcpus=8, **node)
+                             for n in range(count)])
+
+
+def _fitting(table, memory_mb):
+    spec = fakes.make_spec(memory_mb=memory_mb)
+    rows = table.active_rows()
+    return int(np.count_nonzero(fakes.cycle(table, spec).resources.fits(RAM, rows, memory_mb)))
+
+
+def test_limits_kept_across_decisions_follow_every_change_of_capacity():
+    """What each node can hand out is kept from one decision to the next,
+    and never outlives a report that changes a node's figures, a node
+    leaving, aggregates or the ratio option."""
+    CONF.set_override("ram_allocation_ratio", 1.0, "filter_scheduler")
+    CONF.set_override("enabled_filters", ["AggregateRamFilter"], "filter_scheduler")
+    table = _fleet()
+    assert _fitting(table, 4096) == 100
+    # A report with the same figures, then one with less memory.
+    table.update_row(0, {"memory_mb": 4096.0, "reserved_memory_mb": 0.0})
+    assert _fitting(table, 4096) == 100
+    table.update_row(0, {"memory_mb": 2048.0})
+    table.update_row(1, {"reserved_memory_mb": 1.0})
+    assert _fitting(table, 4096) == 98
+    assert _fitting(table, 2048) == 100
+    # Half of every node claimed: a node's own ratio, the option's, then
+    # an aggregate's decide who takes 3000 MB more.
+    for row in range(100):
+        table.update_row(row, {"claimed_memory_mb": 2048.0})
+    assert _fitting(table, 3000) == 0
+    table.update_row(2, {"node_ram_ratio": 2.0})
+    assert _fitting(table, 3000) == 1
+    CONF.set_override("ram_allocation_ratio", 2.0, "filter_scheduler")
+    assert _fitting(table, 3000) == 99      # h0 is smaller than that
+    fakes.add_node(table, "h3", memory_mb=4096, vcpus=8, node_ram_ratio=0.5)
+    assert _fitting(table, 3000) == 98
+    table.set_aggregates([fakes.AggregateInfo(
+        id=1, name="small", hosts=frozenset({"h4", "h5"}),
+        metadata={"ram_allocation_ratio": "0.5"})])
+    assert _fitting(table, 3000) == 96
+    # The smallest node leaving: every node left is larger than the instance.
+    table.deactivate(0)
+    assert _fitting(table, 3000) == 96
+    table.update_row(7, {"memory_mb": 1024.0})
+    assert _fitting(table, 3000) == 95
+
+
+def test_capacity_derived_results_are_worked_out_again_only_on_change():
+    table = _fleet(count=3)
+    computed = []
+
+    def smallest():
+        computed.append(1)
+        return float(table.col("memory_mb").min())
+
+    assert table.capacity_derived("smallest", smallest) == 4096.0
+    table.update_row(1, {"memory_mb": 4096.0, "claimed_memory_mb": 512.0,
+                         "num_instances": 1, "service_updated": 5.0})
+    assert table.capacity_derived("smallest", smallest) == 4096.0
+    assert len(computed) == 1   # claims and heartbeats are not capacity
+    table.update_row(1, {"memory_mb": 1024.0})
+    assert table.capacity_derived("smallest", smallest) == 1024.0
+    fakes.add_node(table, "h9", memory_mb=512, vcpus=1)
+    assert table.capacity_derived("smallest", smallest) == 512.0
+    assert len(computed) == 3
