@@ -16,8 +16,11 @@ the ratios the decision used into its guarded UPDATE) and the demo's report
 all read these figures here, so they cannot disagree.
 
 ``ResourceView`` serves one decision over the host table: it computes each
-resource's ratios (and, when asked for most rows, limits and fits) for the
-whole table on first use and keeps them until the decision ends.
+resource's ratios (and, when asked for most rows, fits) for the whole
+table on first use and keeps them until the decision ends. Each node's
+limit and the live nodes' smallest total outlive the decision: the host
+table keeps them (``HostTable.capacity_derived``) until a node's capacity,
+its aggregates or the ratio option change, which reports seldom do.
 """
 
 from __future__ import annotations
