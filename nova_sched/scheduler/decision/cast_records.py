@@ -8,12 +8,13 @@ record is held here instead and written by that request's claim, in the
 same transaction: one transaction per boot. The cast's confirm is read
 then too, before its record is written (``take``): the broker confirms it
 while the next request is decided, instead of the request thread waiting
-for it (a cast recorded before the broker took it could be lost). Its message stays
-unacknowledged until then (``topic_consumer.defer_ack``), so that a daemon
-dying with records held leaves the requests to the broker, which delivers
-them again: each is then found claimed and not recorded as cast, and is
-cast to the node it holds, never elsewhere (``ScheduleCycle._recast``), as
-when a daemon dies between a cast and its record.
+for it (a cast recorded before the broker took it could be lost). Its
+message stays unacknowledged until then (``topic_consumer.defer_ack``), so
+that a daemon dying with records held leaves the requests to the broker,
+which delivers them again: each is then found claimed and not recorded as
+cast, and is cast to the node it holds, never elsewhere
+(``ScheduleCycle._recast``), as when a daemon dies between a cast and its
+record.
 
 A worker that finds no request waiting, nor any arriving within
 ``IDLE_GRACE_S``, writes what is held (``flush``, the consumer's idle
