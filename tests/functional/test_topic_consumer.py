@@ -685,3 +685,50 @@ def test_redelivered_requests_are_counted_run_alone_and_given_up_past_the_limit(
     assert ep_b.reports == [], "a redelivered report is not applied"
     assert consumer_b.redelivered == 3 and consumer_b.given_up == 1
     assert len(guard.forgotten) == 2, "both counts forgotten once done"
+
+
+def test_what_handlers_left_for_later_is_finished_before_a_request_delivered_again(
+        harness, broker):
+    """A request delivered again may be a poison that kills the daemon
+    handling it: the idle hook finishes what earlier handlers held for
+    later (a boot's cast record and its message) before it starts, so that
+    their requests are not handled a second time if it does."""
+    order: list[str] = []
+
+    class Guard(_ScriptedGuard):
+        def starts(self, message_id, method):
+            order.append(f"redelivered {method}")
+            return super().starts(message_id, method)
+
+    ep_a = harness.endpoint()
+    consumer_a = harness.consumer(ep_a, server="daemon-a", threads=1)
+    client = harness.client()
+    for value in ("first", "second"):
+        client.cast(harness.context(), "slow", value=value)
+    _wait(lambda: consumer_a.delivered == 2, "A to take both")
+
+    ep_b = harness.endpoint(gate_open=True)
+    idle: list[int] = []
+    letting_go = _letting_go(ep_b, idle)
+
+    def on_idle():
+        order.append("idle")
+        letting_go()
+
+    consumer_b = harness.consumer(ep_b, server="daemon-b", threads=1,
+                                  guard=Guard(limit=2, counts=[1], endpoint=ep_b),
+                                  on_idle=on_idle, idle_grace=30.0)
+    client.prepare(server="daemon-b").cast(harness.context(), "later", value="held")
+    _wait(lambda: ep_b.done == ["held"], "B to hold a message for later")
+    assert order == [] and consumer_b.acknowledged == 0, "within the idle grace"
+
+    stopper = threading.Thread(target=consumer_a.stop, kwargs={"timeout": 20},
+                               daemon=True)
+    stopper.start()
+    _wait(consumer_a._stopping.is_set, "A's stop() to begin")
+    ep_a.gate.set()
+    stopper.join(30)
+    _wait(lambda: "second" in ep_b.done, "B to handle A's second request, delivered again")
+    assert order == ["idle", "redelivered slow"]
+    assert idle == [1]
+    _wait(lambda: consumer_b.acknowledged == 2, "both of B's messages acknowledged")

@@ -503,10 +503,11 @@ class TopicConsumer:
     next of ``transport_url``), with the seconds it was away and the node
     (``host:port``) it consumes through now.
     ``on_idle()`` is called by a worker that finds no message waiting after
-    one it handled, nor any coming within ``idle_grace`` seconds, and by
-    each worker as the consumer stops: the endpoint finishes there what its
-    handlers left for later (``defer_ack``), which a message arriving
-    within the grace may finish in passing.
+    one it handled, nor any coming within ``idle_grace`` seconds, before a
+    request delivered again (with ``guard``: it runs alone, and may be a
+    poison), and by each worker as the consumer stops: the endpoint
+    finishes there what its handlers left for later (``defer_ack``), which
+    a message arriving within the grace may finish in passing.
     """
 
     def __init__(self, transport, target: messaging.Target, endpoints: Any,
@@ -1045,6 +1046,13 @@ class TopicConsumer:
             with handling(lambda delivery=delivery: self._acks.put(delivery)):
                 if delivery.redelivered and self._guard is not None:
                     with self._gate.alone():
+                        if self._on_idle is not None:
+                            # It may be what killed a daemon: what handlers
+                            # left for later (a boot's cast record, its
+                            # message) is finished first, so that nothing
+                            # of theirs is done again should it kill this
+                            # one too.
+                            self._idle()
                         self._handle_redelivered(delivery)
                 else:
                     with self._gate.shared():
