@@ -18,7 +18,9 @@ record.
 
 A worker that finds no request waiting, nor any arriving within
 ``IDLE_GRACE_S``, writes what is held (``flush``, the consumer's idle
-hook), as do the general way of a request (before it reads where its
+hook), and so does one about to handle a request delivered again (a
+possible poison: dying on it, the daemon would leave the held casts to be
+cast again), as do the general way of a request (before it reads where its
 instances stand), the periodic tasks and a stopping daemon.
 """
 
