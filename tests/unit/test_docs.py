@@ -92,6 +92,10 @@ def served_endpoints(db, monkeypatch):
                         lambda *args, **kwargs: RecordingConsumer(*args, **kwargs))
     monkeypatch.setattr(messaging, "get_rpc_server",
                         lambda *args, **kwargs: RecordingConsumer(*args, **kwargs))
+    # The daemon's own publishers read the rabbit driver's options, which
+    # the driver registers when a transport of it is made (no connection
+    # yet): without this the test passed only after another test made one.
+    rpc.get_transport().cleanup()
     transport = messaging.get_rpc_transport(rpc.CONF, url="fake:")
     switch_interval = sys.getswitchinterval()
     service = service_module.SchedulerService(transport=transport,
