@@ -150,29 +150,35 @@ class HostManager:
         """
         with self._refreshing:
             started_us = db_api.now_us()
+            # The nodes known before the read: a node joins the table only
+            # once its row is stored (a report's writer, a read of changed
+            # rows), so each of them is in the read unless deleted; one that
+            # joins while it runs is not taken for gone.
+            with self.lock:
+                known = list(self.table.index)
             rows = self.source.load_all()
             live = {(node["host"], node["hypervisor_hostname"]) for node in rows.nodes
                     if not node["deleted"]}
-            with self.lock:  # reports add nodes to the index meanwhile
-                known = list(self.table.index)
-            gone = sum(1 for key in known if key not in live)
-            if known and gone * 4 < len(known):
-                self._reapply(rows, live, started_us)
+            gone = [key for key in known if key not in live]
+            if known and len(gone) * 4 < len(known):
+                self._reapply(rows, len(live), gone, started_us)
                 return
             with between_decisions or contextlib.nullcontext():
                 self._rebuild(rows, started_us)
 
-    def _reapply(self, rows: HostRows, live: set, started_us: int) -> None:
+    def _reapply(self, rows: HostRows, live: int, gone: list, started_us: int) -> None:
         """Every row of the source applied to the table in place (a full
-        resync of a table worth keeping); ``live``: the nodes not deleted."""
+        resync of a table worth keeping); ``gone``: the nodes known before
+        the read that it no longer has, or has deleted."""
         services = _services_of(rows)
         with self.lock:
             self._replace_services(services)
             # Every node's num_instances is counted again below, with these.
             self._unclaimed = rows.unclaimed or {}
             self.table.set_aggregates(rows.aggregates or [])
-            for key, row in self.table.index.items():
-                if key not in live:
+            for key in gone:
+                row = self.table.index.get(key)
+                if row is not None:
                     self.table.deactivate(row)
         for start in range(0, len(rows.nodes), _REAPPLIED_PER_LOCK):
             with self.lock:
@@ -183,7 +189,7 @@ class HostManager:
             time.sleep(_BETWEEN_CHUNKS_S)
         with self.lock:
             self._loaded_all(started_us)
-        LOG.info("Reloaded %d compute nodes and %d aggregates", len(live),
+        LOG.info("Reloaded %d compute nodes and %d aggregates", live,
                  len(rows.aggregates or ()))
 
     def _rebuild(self, rows: HostRows, started_us: int) -> None:

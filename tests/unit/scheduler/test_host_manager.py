@@ -290,6 +290,30 @@ class _Watched:
         return False
 
 
+def test_a_node_joining_during_a_full_resyncs_read_stays_live(db):
+    """A node whose first report is stored and applied while a full resync
+    reads the source is missing from that read: it is not taken for a
+    node gone, as it was when the table's index was compared with the read
+    after it."""
+    for n in range(5):
+        _store(f"c{n}")
+    hm = HostManager()
+    hm.full_resync()
+    load_all = hm.source.load_all
+
+    def read_then_a_node_joins():
+        rows = load_all()
+        node = compute_report.validate(report("late"))
+        node_id = _store("late")
+        hm.apply_report(node, node_id)
+        return rows
+
+    hm.source.load_all = read_then_a_node_joins
+    hm.full_resync()
+    live = {hm.table.states[r].host for r in hm.candidates()}
+    assert live == {"c0", "c1", "c2", "c3", "c4", "late"}
+
+
 def test_a_full_resync_applies_every_row_in_place_while_decisions_go_on(db):
     for n in range(5):
         _store(f"c{n}")
