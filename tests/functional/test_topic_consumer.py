@@ -643,6 +643,18 @@ class _ScriptedGuard:
         self.given_up.append((method, args, starts))
 
 
+def _stop_before_it_starts_the_rest(consumer, ep) -> None:
+    """Stop ``consumer`` while ``ep`` holds its ``slow`` request in hand,
+    then let that one finish: what it took and had not started goes back
+    to the queue, delivered again to the next consumer (as if it died)."""
+    stopper = threading.Thread(target=consumer.stop, kwargs={"timeout": 20},
+                               daemon=True)
+    stopper.start()
+    _wait(consumer._stopping.is_set, "stop() to begin")
+    ep.gate.set()
+    stopper.join(30)
+
+
 def test_redelivered_requests_are_counted_run_alone_and_given_up_past_the_limit(
         harness, broker):
     """Daemon A takes two requests and stops before starting them (as if it
@@ -660,12 +672,7 @@ def test_redelivered_requests_are_counted_run_alone_and_given_up_past_the_limit(
         client.cast(ctxt, "slow", value=value)
     client.cast(ctxt, "compute_node_update", compute_node={"host": "h1"})
     _wait(lambda: consumer_a.delivered == 4, "A to take all four")
-    stopper = threading.Thread(target=consumer_a.stop, kwargs={"timeout": 20},
-                               daemon=True)
-    stopper.start()
-    _wait(consumer_a._stopping.is_set, "stop() to begin")
-    ep_a.gate.set()
-    stopper.join(30)
+    _stop_before_it_starts_the_rest(consumer_a, ep_a)
     _wait_queue(broker, harness.topic, lambda ready, unacked: (ready, unacked) == (3, 0),
                 "two requests and the report back in the queue")
 
@@ -722,12 +729,7 @@ def test_what_handlers_left_for_later_is_finished_before_a_request_delivered_aga
     _wait(lambda: ep_b.done == ["held"], "B to hold a message for later")
     assert order == [] and consumer_b.acknowledged == 0, "within the idle grace"
 
-    stopper = threading.Thread(target=consumer_a.stop, kwargs={"timeout": 20},
-                               daemon=True)
-    stopper.start()
-    _wait(consumer_a._stopping.is_set, "A's stop() to begin")
-    ep_a.gate.set()
-    stopper.join(30)
+    _stop_before_it_starts_the_rest(consumer_a, ep_a)
     _wait(lambda: "second" in ep_b.done, "B to handle A's second request, delivered again")
     assert order == ["idle", "redelivered slow"]
     assert idle == [1]
