@@ -108,6 +108,8 @@ class ResourceView:
     def __init__(self, table: "HostTable"):
         self.table = table
         self._ratios: dict[str, np.ndarray] = {}
+        # Per resource, what its limits are kept under (see _limits).
+        self._limit_keys: dict[str, tuple] = {}
         # Figures of every row worked out for this decision, by name.
         self._whole: dict[tuple, np.ndarray] = {}
 
@@ -187,9 +189,13 @@ class ResourceView:
                 self.total(resource, sel), self._ratios_of(resource, sel),
                 self.reserved(resource, sel)))
 
-        return self.table.capacity_derived(
-            ("limit", resource.name, option_ratio(resource), aggregates_apply(resource)),
-            every_row)
+        key = self._limit_keys.get(resource.name)
+        if key is None:
+            # Once a decision: the options are read each time (a reload may
+            # change them), but the filters and weighers ask several times.
+            key = self._limit_keys[resource.name] = (
+                "limit", resource.name, option_ratio(resource), aggregates_apply(resource))
+        return self.table.capacity_derived(key, every_row)
 
     def _smallest_total(self, resource: Resource) -> float:
         """The smallest total of the live nodes (inf: none), kept as limits are."""
