@@ -322,17 +322,21 @@ def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from nova_sched.conf import CONF
-
-        attempts = CONF.database.operation_retries + 1
+        attempts = None  # read at the first failure: most calls have none
         delay = 0.1
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return func(*args, **kwargs)
             except sa_exc.SQLAlchemyError as err:
                 reason = transient_reason(err)
                 if reason is None:
                     raise
+                if attempts is None:
+                    from nova_sched.conf import CONF
+
+                    attempts = CONF.database.operation_retries + 1
                 for listener in _retry_listeners:
                     listener(reason)
                 if attempt == attempts:
@@ -356,7 +360,6 @@ def retry_on_disconnect(func: Callable[..., T]) -> Callable[..., T]:
                     pause,
                 )
                 time.sleep(pause)
-        raise AssertionError("unreachable")
 
     return wrapper
 

@@ -68,9 +68,13 @@ def keep_decision_memory() -> None:
                   "fleets will fault their memory in again each time")
 
 
+# The group's handle, kept (see nova_sched.conf).
+_FILTER_SCHEDULER = CONF.filter_scheduler
+
+
 def hosts_to_score(feasible: int) -> int:
     """How many of ``feasible`` hosts a decision weighs (sampling options)."""
-    fs = CONF.filter_scheduler
+    fs = _FILTER_SCHEDULER
     count = feasible
     if fs.max_hosts_to_score > 0:
         count = min(count, fs.max_hosts_to_score)
@@ -176,7 +180,7 @@ class FilterScheduler(driver.Scheduler):
     def _order(self, ranking):
         """The weighed candidates (a weights.Ranking, best first) with a
         random pick of the best ``host_subset_size`` moved to the front."""
-        subset = max(1, CONF.filter_scheduler.host_subset_size)
+        subset = max(1, _FILTER_SCHEDULER.host_subset_size)
         if subset > 1 and len(ranking) > 1:
             pick = self._rng.randrange(min(subset, len(ranking)))
             if pick:

@@ -47,7 +47,9 @@ class Claim:
     counted_through_us: int | None = None
 
     def ratio_of_each(self) -> dict[str, float]:
-        return {res.name: float(self.ratios.get(res.name, resources.option_ratio(res)))
+        # The option only for a resource the decision gave no ratio.
+        return {res.name: float(self.ratios[res.name] if res.name in self.ratios
+                                else resources.option_ratio(res))
                 for res in RESOURCES}
 
     def placement_resources(self) -> dict[str, int]:

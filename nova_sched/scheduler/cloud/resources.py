@@ -56,14 +56,18 @@ def requested(spec: "RequestSpec") -> dict[str, int]:
             DISK.name: spec.disk_mb}
 
 
+# The group's handle, kept (see nova_sched.conf).
+_FILTER_SCHEDULER = CONF.filter_scheduler
+
+
 def option_ratio(resource: Resource) -> float:
     """The cloud-wide ratio of ``[filter_scheduler]``."""
-    return float(CONF.filter_scheduler[resource.ratio_option])
+    return float(_FILTER_SCHEDULER[resource.ratio_option])
 
 
 def aggregates_apply(resource: Resource) -> bool:
     """Whether aggregates may set this resource's ratio (its Aggregate*Filter runs)."""
-    return resource.aggregate_filter in CONF.filter_scheduler.enabled_filters
+    return resource.aggregate_filter in _FILTER_SCHEDULER.enabled_filters
 
 
 def effective_ratio(resource: Resource, node_ratio, aggregate_ratio):
@@ -108,8 +112,9 @@ class ResourceView:
     def __init__(self, table: "HostTable"):
         self.table = table
         self._ratios: dict[str, np.ndarray] = {}
-        # Per resource, what its limits are kept under (see _limits).
-        self._limit_keys: dict[str, tuple] = {}
+        # Per resource, its ratio option and whether aggregates apply, read
+        # once a decision (a reload may change them between two).
+        self._options: dict[str, tuple[float, bool]] = {}
         # Figures of every row worked out for this decision, by name.
         self._whole: dict[tuple, np.ndarray] = {}
 
@@ -140,11 +145,10 @@ class ResourceView:
         # no report ever set one, which spares the count over every row.
         node_ratios = (own if self.table.ratio_reported(name) and np.count_nonzero(own)
                        else 0.0)
-        if aggregates_apply(resource) and aggregate_metadata.uses_key(
-                self.table, resource.ratio_option):
+        option, applies = self._options_of(resource)
+        if applies and aggregate_metadata.uses_key(self.table, resource.ratio_option):
             if isinstance(node_ratios, float):
                 # The rule once per set of aggregates, then spread.
-                option = option_ratio(resource)
                 return aggregate_metadata.per_row(
                     self.table, None,
                     lambda aggs: float(effective_ratio(
@@ -156,7 +160,7 @@ class ResourceView:
             return effective_ratio(resource, node_ratios, from_aggs)
         if isinstance(node_ratios, float):
             # The usual cloud: the option for every node, no array needed.
-            return option_ratio(resource)
+            return option
         return effective_ratio(resource, node_ratios, np.nan)
 
     def ratios(self, resource: Resource) -> np.ndarray | float:
@@ -189,13 +193,17 @@ class ResourceView:
                 self.total(resource, sel), self._ratios_of(resource, sel),
                 self.reserved(resource, sel)))
 
-        key = self._limit_keys.get(resource.name)
-        if key is None:
-            # Once a decision: the options are read each time (a reload may
-            # change them), but the filters and weighers ask several times.
-            key = self._limit_keys[resource.name] = (
-                "limit", resource.name, option_ratio(resource), aggregates_apply(resource))
-        return self.table.capacity_derived(key, every_row)
+        return self.table.capacity_derived(
+            ("limit", resource.name) + self._options_of(resource), every_row)
+
+    def _options_of(self, resource: Resource) -> tuple[float, bool]:
+        """``option_ratio`` and ``aggregates_apply`` of ``resource``, read once
+        a decision: its filters, weighers and claim ask several times."""
+        options = self._options.get(resource.name)
+        if options is None:
+            options = self._options[resource.name] = (
+                option_ratio(resource), aggregates_apply(resource))
+        return options
 
     def _smallest_total(self, resource: Resource) -> float:
         """The smallest total of the live nodes (inf: none), kept as limits are."""

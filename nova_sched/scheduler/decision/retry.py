@@ -22,6 +22,9 @@ from nova_sched.scheduler.wire.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 
+# The group's handle, kept (see nova_sched.conf).
+_SCHEDULER = CONF.scheduler
+
 
 def is_reschedule(spec: RequestSpec) -> bool:
     """Whether a compute node sent the request back after a failed build."""
@@ -46,7 +49,7 @@ def next_attempt(filter_properties: dict, instance_uuid: str | None) -> dict:
     fprops = dict(filter_properties)
     if fprops.get("retry") is not None:
         fprops["retry"] = copy.deepcopy(fprops["retry"])
-    max_attempts = CONF.scheduler.max_attempts
+    max_attempts = _SCHEDULER.max_attempts
     if (max_attempts == 1 or fprops.get("force_hosts")
             or fprops.get("force_nodes")):
         return fprops

@@ -14,6 +14,9 @@ from nova_sched.scheduler.wire import image_meta
 
 LOG = logging.getLogger(__name__)
 
+# The group's handle, kept (see nova_sched.conf).
+_FILTER_SCHEDULER = CONF.filter_scheduler
+
 
 def _canonical_triple(item: tuple) -> tuple:
     """A host's supported_instances entry as nova's HVSpec holds it."""
@@ -92,7 +95,7 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
         image = cycle.spec.image_props
         # nova: an image that names no architecture is taken to need the
         # configured default one, when there is one.
-        default_arch = CONF.filter_scheduler.image_properties_default_architecture
+        default_arch = _FILTER_SCHEDULER.image_properties_default_architecture
         wanted = (
             image.get("hw_architecture")
             or image_meta.canonical(default_arch, image_meta.ARCH_ALIASES),

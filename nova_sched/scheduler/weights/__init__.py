@@ -66,9 +66,10 @@ class BaseHostWeigher:
         if self.multiplier_option is None:
             return 1.0
         # By subscription: an attribute oslo.config does not have as such
-        # costs the AttributeError its __getattr__ falls back from, twice
-        # here, for each weigher on every decision.
-        return float(CONF[self.multiplier_group][self.multiplier_option])
+        # costs the AttributeError its __getattr__ falls back from, for
+        # each weigher on every decision; through the group's kept handle
+        # (see nova_sched.conf).
+        return float(_group(self.multiplier_group)[self.multiplier_option])
 
     @property
     def _metadata_key(self) -> str | None:
@@ -132,6 +133,17 @@ class BaseHostWeigher:
             # every comparison and product in the handler is a NumPy call.
             return self.multiplier_sign * float(value)
         return self.multiplier_sign * np.asarray(value, dtype=np.float64)
+
+
+_GROUPS: dict[str, Any] = {}
+
+
+def _group(name: str):
+    """``CONF[name]``, kept once found (the weighers' groups)."""
+    handle = _GROUPS.get(name)
+    if handle is None:
+        handle = _GROUPS[name] = CONF[name]
+    return handle
 
 
 def _ndim(value) -> int:

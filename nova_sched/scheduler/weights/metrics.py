@@ -28,6 +28,9 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.scheduler import weights
 
+# The group's handle, kept (see nova_sched.conf).
+_METRICS = CONF.metrics
+
 
 class ComputeHostMetricNotFound(exception.NoValidHost):
     """A candidate host lacks a metric that ``[metrics] required`` demands."""
@@ -99,10 +102,11 @@ class MetricsWeigher(weights.BaseHostWeigher):
 
     def prepare(self, cycle) -> _Prepared:
         # Read per decision: an override of the options applies to the next one.
+        metrics = _METRICS
         return _Prepared(
-            setting=tuple(parse_weight_setting(CONF.metrics.weight_setting)),
-            required=CONF.metrics.required,
-            weight_of_unavailable=float(CONF.metrics.weight_of_unavailable),
+            setting=tuple(parse_weight_setting(metrics.weight_setting)),
+            required=metrics.required,
+            weight_of_unavailable=float(metrics.weight_of_unavailable),
         )
 
     def weigh_all(self, cycle, rows):
