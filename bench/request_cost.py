@@ -53,6 +53,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -102,18 +103,70 @@ def _requests(count: int) -> list[tuple[dict, dict, dict]]:
     return out
 
 
-def _run(manager, serializer, requests, acks: list) -> tuple[float, float]:
+def _run(manager, serializer, requests, acks: list,
+         reporting: "_Reporting") -> tuple[float, float]:
     """(thread CPU s, wall s) for handing ``requests`` to run_instance; each
     message let go is appended to ``acks``."""
     from nova_sched.scheduler.wire import topic_consumer
 
     cpu, wall = time.thread_time(), time.perf_counter()
     for number, (ctxt, spec, fprops) in enumerate(requests):
+        reporting.owe()
         with topic_consumer.handling(lambda number=number: acks.append(number)):
             manager.run_instance(serializer.deserialize_context(ctxt), spec,
                                  "secret-request-cost", None, None, True, fprops)
     manager.write_held_casts(idle=True)
     return time.thread_time() - cpu, time.perf_counter() - wall
+
+
+class _Reporting:
+    """Compute reports handed to ``compute_node_update`` from a thread of its
+    own, as a daemon's consumer thread hands a reporting fleet's: ``per_request``
+    for each request handed to run_instance (``owe``), the hosts in turn.
+    Tied to the requests rather than to the clock, so that a run under
+    callgrind, fifty times slower, sees the same mix."""
+
+    def __init__(self, manager, hosts: int, per_request: float):
+        self._per_request = per_request
+        self._owed = 0.0
+        self._due = threading.Condition()
+        self._stopping = False
+        self.sent = 0
+        self._thread = None
+        if per_request > 0:
+            self._thread = threading.Thread(target=self._loop, args=(manager, hosts),
+                                            name="request-cost-reports", daemon=True)
+            self._thread.start()
+
+    def owe(self) -> None:
+        """One more request handed over: its share of reports is due."""
+        if self._thread is not None:
+            with self._due:
+                self._owed += self._per_request
+                self._due.notify()
+
+    def _loop(self, manager, hosts: int) -> None:
+        from nova_sched import rpc
+
+        ctxt = rpc.admin_context().to_dict()
+        names = e2e_peers.host_names(hosts)
+        while True:
+            with self._due:
+                while self._owed < 1 and not self._stopping:
+                    self._due.wait()
+                if self._stopping:
+                    return
+                self._owed -= 1
+            manager.compute_node_update(ctxt, e2e_peers.compute_report(
+                names[self.sent % hosts]))
+            self.sent += 1
+
+    def stop(self) -> None:
+        with self._due:
+            self._stopping = True
+            self._due.notify()
+        if self._thread is not None:
+            self._thread.join()
 
 
 def _callgrind(switch: str) -> None:
@@ -138,6 +191,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-freeze", action="store_true",
                    help="leave the long-lived objects in the garbage collector's "
                    "full passes (the daemon freezes them)")
+    p.add_argument("--reports-per-request", type=float, default=0.0,
+                   help="compute reports handed to compute_node_update from "
+                   "another thread while the requests run, this many for each "
+                   "request handed to run_instance, the hosts in turn, as the "
+                   "consumer thread hands a reporting fleet's (default 0; the "
+                   "end-to-end benchmark's fleet sends about 4)")
     p.add_argument("--smoke", action="store_true",
                    help="500 hosts, one round of 50 requests: seconds (CI)")
     p.set_defaults(**DEFAULTS)
@@ -191,7 +250,8 @@ def _measure(args, url: str) -> int:
         # As the daemon does: the table refreshed beside the requests.
         manager.refresher.start()
         acks: list = []
-        _run(manager, serializer, _requests(args.warmup), acks)
+        reporting = _Reporting(manager, args.hosts, args.reports_per_request)
+        _run(manager, serializer, _requests(args.warmup), acks, reporting)
         if not args.no_freeze:
             LongLived().settle(manager.host_manager.table)
         rounds = []
@@ -202,10 +262,11 @@ def _measure(args, url: str) -> int:
             if args.cprofile and index == 0:
                 import cProfile
                 profile = cProfile.Profile()
-                rounds.append(profile.runcall(_run, manager, serializer, batch, acks))
+                rounds.append(profile.runcall(_run, manager, serializer, batch, acks,
+                                                  reporting))
                 profile.dump_stats(args.cprofile)
             else:
-                rounds.append(_run(manager, serializer, batch, acks))
+                rounds.append(_run(manager, serializer, batch, acks, reporting))
             if args.callgrind:
                 _callgrind("off")
         placed, recorded = _placed(manager)
@@ -230,6 +291,8 @@ def _measure(args, url: str) -> int:
             return 1
         return 0
     finally:
+        if "reporting" in locals():
+            reporting.stop()
         manager.refresher.stop()
         manager.reports.stop()
         manager.stop_publishing()
