@@ -1,4 +1,4 @@
-"""The request context's logging values: worked out once, never stale."""
+"""The request context in log lines: follows changes, never shows the token."""
 
 from __future__ import annotations
 
