@@ -95,6 +95,8 @@ def create_engine(url: str, own_checkpoints: bool = False) -> sa.Engine:
             # One connection shared by every thread, so that the whole
             # process (the embedded demo) sees one in-memory database.
             kwargs["poolclass"] = StaticPool
+        else:
+            kwargs["pool_use_lifo"] = True
     else:
         kwargs["pool_pre_ping"] = True
         kwargs["pool_recycle"] = 3600
