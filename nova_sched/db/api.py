@@ -96,6 +96,11 @@ def create_engine(url: str, own_checkpoints: bool = False) -> sa.Engine:
             # process (the embedded demo) sees one in-memory database.
             kwargs["poolclass"] = StaticPool
         else:
+            # Each SQLite connection keeps a page cache, which a write by
+            # another connection empties. Handed out in turn (the pool's
+            # default), a thread met a cold cache on every transaction:
+            # some forty page reads a boot request. The connection
+            # returned last comes back instead, its cache warm.
             kwargs["pool_use_lifo"] = True
     else:
         kwargs["pool_pre_ping"] = True
