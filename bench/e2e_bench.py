@@ -66,7 +66,12 @@ consumes its topic. Then it measures, in order:
 
 It prints a table of these figures (with ``--json``, one JSON object on
 stdout and the table on stderr) and, with several worker counts, each
-one's run_instance/s relative to the first.
+one's run_instance/s relative to the first. The JSON also has each
+phase's twenty slowest requests (``latency_ms.slowest``: seconds after
+the phase's first cast, ms, instance uuid) and that first cast's wall
+time (``first_cast_at``): with ``--keep``, the daemon's log line for each
+instance then shows whether its time went before or after the daemon
+scheduled it.
 Figures, not pass/fail: the exit status is 1 only when something was lost
 (a request, a registration) or the daemon died, 2 when the benchmark could
 not run (no broker, no database server).
@@ -799,12 +804,22 @@ class Run:
         t_end = max(arrivals.values(), default=sent["t_first"])
         out = {
             "requests": count, "rate": rate, "cast": len(casts),
+            # The first cast's wall-clock time, which the offsets of
+            # ``slowest`` count from (the daemon's log is in wall time).
+            "first_cast_at": time.time() - (time.monotonic() - sent["t_first"]),
             "cast_errors": sent["errors"], "cast_per_s": sent["per_s"],
             "arrived": len(arrivals),
             "arrived_per_s": len(arrivals) / max(t_end - sent["t_first"], 1e-9),
             "latency_ms": {"p50": percentile(latencies, 50),
                            "p99": percentile(latencies, 99),
-                           "max": max(latencies, default=None)},
+                           "max": max(latencies, default=None),
+                           # The tail: (seconds after the first cast, ms,
+                           # instance uuid), to find in the daemon's log.
+                           "slowest": sorted(
+                               ((round(casts[u] - sent["t_first"], 3),
+                                 round((arrivals[u] - casts[u]) * 1000, 1), u)
+                                for u in arrivals),
+                               key=lambda item: -item[1])[:20]},
             "error": len(failed), "lost": len(lost), "duplicates": duplicates,
             "daemon_cpu_ms_per_request": cpu * 1000 / len(arrivals) if arrivals else None,
             "daemon_cpu_ms_per_request_excl_reports":
