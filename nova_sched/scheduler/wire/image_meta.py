@@ -254,6 +254,7 @@ def _cell_cpus(value: Any) -> set[int]:
 
 
 _CELL_READERS = {"hw_numa_cpus": _cell_cpus, "hw_numa_mem": _integer}
+_FIELD_ORDER = {field: index for index, field in enumerate(FIELDS)}
 
 
 def read(props: Mapping[str, Any] | None) -> ImageProperties:
@@ -262,10 +263,11 @@ def read(props: Mapping[str, Any] | None) -> ImageProperties:
         return EMPTY
     reader = _Reader()
     consumed = set()
-    for legacy, field in LEGACY_NAMES.items():
-        if legacy in props:
-            consumed.add(legacy)
-            reader.set(field, props[legacy], legacy)
+    if not props.keys().isdisjoint(LEGACY_NAMES):
+        for legacy, field in LEGACY_NAMES.items():
+            if legacy in props:
+                consumed.add(legacy)
+                reader.set(field, props[legacy], legacy)
     adapter = props.get(_VMWARE_ADAPTER)
     if _VMWARE_ADAPTER in props:
         consumed.add(_VMWARE_ADAPTER)
@@ -274,10 +276,16 @@ def read(props: Mapping[str, Any] | None) -> ImageProperties:
     elif adapter:
         reader.set("hw_disk_bus", "scsi", _VMWARE_ADAPTER)
         reader.set("hw_scsi_model", adapter, _VMWARE_ADAPTER)
-    for field in FIELDS:
+    # The fields the image has, in nova's order (that of the problems
+    # reported): an image sets a few of the eighty-odd, and going over
+    # every one cost a boot request about 8 us.
+    present = [key for key in props if key in FIELDS and key not in _CELL_READERS
+               and key != "traits_required"]
+    present += [field for field in _CELL_READERS if f"{field}.0" in props]
+    for field in sorted(present, key=_FIELD_ORDER.__getitem__):
         if field in _CELL_READERS:
             consumed.update(reader.cells(props, field, _CELL_READERS[field]))
-        elif field in props and field != "traits_required":
+        else:
             consumed.add(field)
             reader.set(field, props[field], field)
     # nova skips these under their own names: the NUMA lists come only from
