@@ -2,6 +2,7 @@
 
     python bench/request_cost.py [--hosts 10000] [--requests 400] [--rounds 3]
         [--warmup 300] [--database-url URL] [--callgrind] [--cprofile FILE]
+        [--reports-per-request N]
     python bench/request_cost.py --smoke     # 500 hosts, one round of 50 (CI)
 
 The end-to-end benchmark's CPU per request moves by a third between runs on
