@@ -240,6 +240,7 @@ def _measure(args, url: str) -> int:
     manager = SchedulerManager(transport)
     manager.reports.start()
     serializer = rpc.ContextSerializer()
+    reporting: _Reporting | None = None
     try:
         started = time.perf_counter()
         _register(manager, args.hosts)
@@ -292,7 +293,7 @@ def _measure(args, url: str) -> int:
             return 1
         return 0
     finally:
-        if "reporting" in locals():
+        if reporting is not None:
             reporting.stop()
         manager.refresher.stop()
         manager.reports.stop()
