@@ -10,16 +10,26 @@ failed is counted and its pytest summary shown.
 
     python bench/ha_scenarios.py --runs 5
     python bench/ha_scenarios.py --runs 2 --only rabbit
+    python bench/ha_scenarios.py --runs 30 --busy 2 --keep-failed /tmp/ha-failed
 
 Each run starts its own clusters (about 15 s each) and takes about four
 minutes on two cores; the machine's own RabbitMQ, MariaDB and PostgreSQL
 must run (the tests use them beside their private clusters).
+
+``--keep-failed DIR``: a scenario that fails keeps its evidence (every
+daemon's log, the broker nodes' logs and queue state, the database's state
+of each request: ``clusters.FailureEvidence``) under DIR, and the whole
+pytest output of a failed run is written to ``DIR/run-N.txt``. ``--busy N``
+keeps N processes spinning on the CPU beside the runs (at normal priority),
+as a loaded CI machine would. Each run's line names the commit of the tree
+it ran (``+`` when the tree had changes not committed).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import os
 import pathlib
 import re
 import subprocess
@@ -39,11 +49,18 @@ LINE = re.compile(
 COUNTS = ("sent", "placed", "error", "lost", "claimed_twice", "cast_twice")
 
 
-def _run_once(modules: list[str]) -> tuple[list[dict], str, int, float]:
+KEPT = re.compile(r"evidence of this failure kept in (\S+)")
+
+
+def _run_once(modules: list[str], keep: pathlib.Path | None
+              ) -> tuple[list[dict], str, int, float, str]:
     started = time.monotonic()
+    env = dict(os.environ)
+    if keep is not None:
+        env["NOVA_SCHED_KEEP_FAILED"] = str(keep)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *modules],
-        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        cwd=ROOT, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
     took = time.monotonic() - started
     figures = []
     for line in done.stdout.splitlines():
@@ -51,7 +68,19 @@ def _run_once(modules: list[str]) -> tuple[list[dict], str, int, float]:
         if match:
             figures.append(match.groupdict())
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
-    return figures, summary, done.returncode, took
+    return figures, summary, done.returncode, took, done.stdout + done.stderr
+
+
+def _tree() -> str:
+    """The commit the runs use, ``+`` if the tree has uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+" if dirty else "")
+
+
 
 
 def main() -> int:
@@ -59,16 +88,41 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", choices=sorted(MODULES), action="append",
                         help="run only these modules (repeatable)")
+    parser.add_argument("--keep-failed", type=pathlib.Path, metavar="DIR",
+                        help="keep the evidence and pytest output of failed runs here")
+    parser.add_argument("--busy", type=int, default=0, metavar="N",
+                        help="keep N processes spinning on the CPU meanwhile")
     args = parser.parse_args()
     modules = [MODULES[name] for name in (args.only or MODULES)]
+    if args.keep_failed is not None:
+        args.keep_failed.mkdir(parents=True, exist_ok=True)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                 stdin=subprocess.DEVNULL) for _ in range(args.busy)]
+    try:
+        return _runs(args, modules)
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
+def _runs(args: argparse.Namespace, modules: list[str]) -> int:
     totals: dict[str, dict] = collections.defaultdict(
         lambda: {"runs": 0, **{key: 0 for key in COUNTS}, "pauses": []})
     failed = []
     for number in range(1, args.runs + 1):
-        figures, summary, code, took = _run_once(modules)
-        print(f"run {number}: {summary} ({took:.0f} s)", flush=True)
+        tree = _tree()
+        figures, summary, code, took, output = _run_once(modules, args.keep_failed)
+        print(f"run {number}: {summary} ({took:.0f} s, tree {tree}, "
+              f"{time.strftime('%H:%M:%S')})", flush=True)
         if code != 0:
             failed.append((number, summary))
+            for kept in KEPT.findall(output):
+                print(f"  evidence kept in {kept}", flush=True)
+            if args.keep_failed is not None:
+                path = args.keep_failed / f"run-{number}.txt"
+                path.write_text(output)
+                print(f"  pytest output in {path}", flush=True)
         for fig in figures:
             total = totals[fig["name"]]
             total["runs"] += 1

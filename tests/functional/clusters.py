@@ -49,10 +49,16 @@ from typing import Any, Callable, Iterable
 
 from cloudlib import pid_alive
 
-__all__ = ["ClusterError", "GaleraCluster", "RabbitCluster", "CLUSTERS_ROOT",
-           "rabbitmq_available", "galera_available", "haproxy_available"]
+__all__ = ["ClusterError", "FailureEvidence", "GaleraCluster", "RabbitCluster",
+           "CLUSTERS_ROOT", "KEEP_FAILED_ENV", "rabbitmq_available",
+           "galera_available", "haproxy_available"]
 
 CLUSTERS_ROOT = Path("/tmp/nova-sched-clusters")
+# Where a failed scenario's evidence is copied: pytest's temporary folders
+# are pruned after a few runs, and a clean-clone CI machine is thrown away
+# with them, so the default is inside the checkout (.ci-artifacts/).
+KEEP_FAILED_ENV = "NOVA_SCHED_KEEP_FAILED"
+KEEP_FAILED_DEFAULT = Path(__file__).resolve().parents[2] / ".ci-artifacts" / "failed-scenarios"
 HOST = "127.0.0.1"
 
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
@@ -319,6 +325,71 @@ def _clean_env(prefixes: tuple[str, ...]) -> dict[str, str]:
     """The environment less variables that would redirect the servers."""
     return {k: v for k, v in os.environ.items()
             if not any(k.startswith(p) for p in prefixes)}
+
+
+# -- evidence of a failed scenario -------------------------------------------
+# Node data (quorum queue segments, InnoDB files) is large and the Erlang
+# cookie is a secret: the logs and the probes' text say what happened.
+_NOT_KEPT = shutil.ignore_patterns("mnesia", "plugins-expand", ".erlang.cookie",
+                                   "galera-data", "*.sock", "ctl-home", "*.sqlite-*")
+
+
+class FailureEvidence:
+    """What a failed scenario leaves behind for reading after the run.
+
+    A scenario names its folders (``folder``: daemon logs and configs, the
+    cluster's node logs) and its probes (``probe``: text read from the live
+    broker, database or daemons at the moment of the failure). ``keep``
+    runs every probe, writes each one's text to ``<name>.txt`` and copies
+    the folders into a new folder under ``$NOVA_SCHED_KEEP_FAILED``
+    (default ``.ci-artifacts/failed-scenarios`` in the checkout), and names
+    that folder in the failure's message. ``on_failure()`` does it for the
+    ``with`` block's exception; ``refresh()`` copies the folders again once
+    the processes have stopped, for their last log lines.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.path: Path | None = None
+        self._folders: list[Path] = []
+        self._probes: list[tuple[str, Callable[[], str]]] = []
+
+    def folder(self, path: Path) -> None:
+        self._folders.append(Path(path))
+
+    def probe(self, name: str, read: Callable[[], str]) -> None:
+        self._probes.append((name, read))
+
+    def keep(self, exc: BaseException | None = None) -> Path:
+        root = Path(os.environ.get(KEEP_FAILED_ENV) or KEEP_FAILED_DEFAULT)
+        self.path = root / f"{time.strftime('%Y%m%d-%H%M%S')}-{self.name}-{os.getpid()}"
+        self.path.mkdir(parents=True, exist_ok=True)
+        # Never committed by mistake from a checkout's .ci-artifacts/.
+        (root / ".gitignore").write_text("*\n")
+        if exc is not None:
+            (self.path / "failure.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+        for name, read in self._probes:
+            try:
+                text = read()
+            except Exception as err:  # a dead node or database: say so, go on
+                text = f"(probe failed: {type(err).__name__}: {err})"
+            (self.path / f"{name}.txt").write_text(text if text.endswith("\n") else text + "\n")
+        self.refresh()
+        said = f"evidence of this failure kept in {self.path}"
+        print(said, flush=True)
+        if exc is not None and hasattr(exc, "add_note"):
+            exc.add_note(said)
+        return self.path
+
+    def refresh(self) -> None:
+        """Copy the folders (again) into the kept folder, if one was made."""
+        if self.path is None:
+            return
+        for folder in self._folders:
+            if folder.is_dir():
+                with contextlib.suppress(OSError, shutil.Error):
+                    shutil.copytree(folder, self.path / folder.name, symlinks=True,
+                                    ignore=_NOT_KEPT, dirs_exist_ok=True)
 
 
 # -- RabbitMQ ----------------------------------------------------------------
@@ -660,6 +731,37 @@ class RabbitCluster:
                 with contextlib.suppress(Exception):
                     conn.close()
         raise ClusterError(f"no live node answered a passive declare of {queue!r}: {last}")
+
+    def queue_report(self, vhost: str = "/") -> str:
+        """Every queue of ``vhost`` as the cluster sees it (type, leader,
+        members, messages ready and unacknowledged, consumers) and, for each,
+        the ready count a passive declare gives (``list_queues messages``
+        can say 0 for a quorum queue that holds thousands); then the
+        consumers and connections. Text, for a failed scenario's evidence."""
+        node = self._live_node()
+        lines = []
+        queues = json.loads(self.ctl(
+            node, "list_queues", "-p", vhost, "name", "type", "leader", "members",
+            "online", "messages_ready", "messages_unacknowledged", "consumers",
+            "--formatter", "json", timeout=30) or "[]")
+        for row in queues:
+            try:
+                ready = self._passive_depth(row["name"], vhost, None)
+            except ClusterError as err:
+                ready = f"? ({err})"
+            lines.append(f"{json.dumps(row, sort_keys=True)} passive_declare_ready={ready}")
+        for what, columns in (("list_consumers", ("queue_name", "channel_pid",
+                                                   "consumer_tag", "ack_required",
+                                                   "prefetch_count")),
+                              ("list_channels", ("pid", "connection", "consumer_count",
+                                                 "messages_unacknowledged",
+                                                 "messages_unconfirmed")),
+                              ("list_connections", ("pid", "name", "port", "peer_port",
+                                                    "state"))):
+            lines.append(f"--- {what} ---")
+            lines.append(self.ctl(node, what, "-p", vhost, *columns, timeout=30).strip())
+        lines.append(f"--- running nodes: {self.running_nodes(node)} ---")
+        return "\n".join(lines)
 
     def _beam_pid(self, node: str) -> int | None:
         """The pid in the node's pid file, if that process is the node's VM

@@ -10,6 +10,7 @@ casts, claims and faults the same way.
 from __future__ import annotations
 
 import collections
+import contextlib
 import signal
 import threading
 import time
@@ -26,8 +27,8 @@ except ImportError:  # pytest run from elsewhere than the repository root
     from tests.db_backends import temporary_database
 
 __all__ = ["Audit", "BurstCloud", "ComputeFleet", "Daemons", "HealthPoller", "Supervisor",
-           "claim_sums", "daemons_with_endpoints", "evidence", "free_port", "http_get",
-           "idle_report", "metric_total", "node_limit", "scheduled_instances",
+           "broker_report", "claim_sums", "daemons_with_endpoints", "evidence", "free_port", "http_get",
+           "idle_report", "metric_total", "node_limit", "request_states", "scheduled_instances",
            "settled", "temporary_database", "use_database", "wait_settled"]
 
 READY_LINE = "consuming topic"  # logged by a daemon consuming its topic
@@ -304,6 +305,50 @@ def evidence(cloud: cloudlib.Cloud, names: tuple[str, ...], rows: dict, casts: d
     return "\n".join(out)
 
 
+def broker_report(cloud: cloudlib.Cloud) -> str:
+    """The scheduler queue on the machine's broker (a passive declare):
+    messages ready and consumers, for a failed scenario's kept evidence."""
+    probe = cloudlib.BrokerProbe(cloud.broker.vhost)
+    try:
+        return (f"{cloud.scheduler_topic} on vhost {cloud.broker.vhost}: "
+                f"(ready, consumers) = {probe.queue(cloud.scheduler_topic)}")
+    finally:
+        probe.close()
+
+
+def request_states(cloud: cloudlib.Cloud, fleet: ComputeFleet, uuids: list[str]) -> str:
+    """Every request of a burst as the database and the fleet saw it, the
+    unsettled first: its row (or that none was ever recorded), the casts
+    that reached the fleet, its claims, faults and redelivery count. Text,
+    for a failed scenario's kept evidence."""
+    rows = cloud.instances(uuids)
+    casts = fleet.snapshot()
+    claims = collections.Counter(
+        a["instance_uuid"] for a in cloud.query("SELECT instance_uuid FROM allocations"))
+    unsettled = [u for u in uuids if not settled(rows, casts, u)]
+    lines = [f"{len(uuids)} requests: {sum(1 for u in uuids if u in rows)} recorded, "
+             f"{sum(1 for u in uuids if u not in rows)} never recorded, "
+             f"{len(unsettled)} unsettled (listed first)"]
+    for u in unsettled + [u for u in uuids if u not in unsettled]:
+        row = rows.get(u)
+        if row is None:
+            lines.append(f"{u} NEVER RECORDED casts={len(casts.get(u, []))}")
+            continue
+        lines.append(
+            f"{u} {'UNSETTLED ' if u in unsettled else ''}vm_state={row['vm_state']} "
+            f"task_state={row['task_state']} host={row['host']} node={row['node']} "
+            f"created_at={row['created_at']} scheduled_at={row['scheduled_at']} "
+            f"cast_at={row['cast_at']} updated_at={row['updated_at']} "
+            f"claims={claims.get(u, 0)} casts={[(h, round(t, 3)) for h, _, t in casts.get(u, [])]}")
+        if u in unsettled or row["vm_state"] == "error":
+            for fault in cloud.faults(u):
+                lines.append(f"    fault: {fault['message'][:300]}")
+    with contextlib.suppress(Exception):  # older schemas have no such table
+        for d in cloud.query("SELECT * FROM request_deliveries"):
+            lines.append(f"delivery: {d}")
+    return "\n".join(lines)
+
+
 class Audit:
     """What a burst left behind, checked the same way by every scenario.
 
@@ -528,10 +573,35 @@ class BurstCloud:
         self.collector = cloudlib.NotificationCollector(self.cloud.config_file)
         self.health = HealthPoller(self.ports).start()
 
+    # A cast oslo.messaging's client could not get confirmed by the broker
+    # raises; a sender that wants it delivered casts it again (docs/
+    # guarantees.md, "Delivery"). Each such failure is kept: the request
+    # is the sender's until a cast of it is confirmed, not the daemons'.
+    CAST_TRIES = 10
+
     def cast(self, requests, **extra) -> None:
-        for spec, fprops, _ in requests:
-            self.cloud.client.run_instance(cloudlib.request_context(), spec, fprops,
-                                           **extra)
+        failures = self.__dict__.setdefault("unconfirmed", [])
+        for spec, fprops, uuids in requests:
+            for attempt in range(1, self.CAST_TRIES + 1):
+                try:
+                    self.cloud.client.run_instance(cloudlib.request_context(), spec,
+                                                   fprops, **extra)
+                    break
+                except Exception as err:
+                    failures.append((time.monotonic(), list(uuids), attempt,
+                                     f"{type(err).__name__}: {err}"))
+                    print(f"cast of {uuids} not confirmed (try {attempt}): "
+                          f"{type(err).__name__}: {err}", flush=True)
+                    if attempt == self.CAST_TRIES:
+                        raise
+                    time.sleep(0.5)
+
+    def sender_report(self) -> str:
+        """The casts the sender had to make again, for the kept evidence."""
+        failures = getattr(self, "unconfirmed", [])
+        return "\n".join([f"{len(failures)} casts not confirmed (each cast again)"]
+                         + [f"{t:.3f} {uuids} try {n}: {err}"
+                            for t, uuids, n, err in failures])
 
     def audit(self, name: str, uuids: list[str], burst_start: float,
               timeout: float, metric: str) -> Audit:
@@ -549,9 +619,19 @@ class BurstCloud:
                       scheduled_instances(self.collector),
                       (burst_start, time.monotonic()))
         totals = {n: metric_total(p, metric) for n, p in self.ports.items()}
-        print("\n" + audit.line(name) + f" settled_in={took:.1f}s {metric}={totals} "
+        print("\n" + audit.line(name) + f" settled_in={took:.1f}s "
+              f"casts_not_confirmed={len(getattr(self, 'unconfirmed', []))} {metric}={totals} "
               f"unhealthy={self.health.reasons(burst_start)[:4]}", flush=True)
         return audit
+
+    def endpoints_report(self) -> str:
+        """Each daemon's /healthz?verbose and /metrics now, and what the
+        poller saw unhealthy: text for a failed scenario's evidence."""
+        parts = [f"unhealthy seen: {self.health.reasons()}"]
+        for name, port in self.ports.items():
+            parts.append(f"--- {name} /healthz?verbose: {http_get(port, '/healthz?verbose')}")
+            parts.append(http_get(port, "/metrics")[1])
+        return "\n".join(parts)
 
     def wait_healthy(self, timeout: float = 60) -> None:
         for name, port in self.ports.items():

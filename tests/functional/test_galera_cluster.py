@@ -76,9 +76,37 @@ class _Cloud(scenario.BurstCloud):
                       for name, node in (per_daemon_node or {}).items()}
         self.daemons, self.ports = scenario.daemons_with_endpoints(
             self.cloud, DAEMONS, self.overrides, per_daemon)
+        self.uuids: list[str] = []
+        self.evidence = clusters.FailureEvidence(f"{name}-{self.cloud.tag}")
+        self.evidence.folder(workdir)
+        self.evidence.folder(galera.workdir)
+        self.evidence.probe("galera", self.galera_report)
+        self.evidence.probe("broker", lambda: scenario.broker_report(self.cloud))
+        self.evidence.probe("requests", lambda: scenario.request_states(
+            self.cloud, self.fleet, self.uuids))
+        self.evidence.probe("daemons", self.endpoints_report)
+        self.evidence.probe("sender", self.sender_report)
         self.daemons.start_all()
         self.fleet.register(self.cloud, list(hosts), 2.0, 2.5)
         self.watch()
+
+    def galera_report(self) -> str:
+        lines = []
+        for node in range(1, self.galera.nodes + 1):
+            if not self.galera.is_running(node):
+                lines.append(f"g{node}: not running")
+                continue
+            status = self.galera.status(node)
+            lines.append(f"g{node}: " + " ".join(
+                f"{k}={status.get(k)}" for k in (
+                    "wsrep_cluster_size", "wsrep_cluster_status", "wsrep_ready",
+                    "wsrep_local_state_comment", "wsrep_last_committed",
+                    "wsrep_local_cert_failures", "wsrep_local_bf_aborts")))
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        super().close()
+        self.evidence.refresh()
 
     def settle(self, name: str, uuids: list[str], burst_start: float,
                timeout: float = 120) -> scenario.Audit:
@@ -107,6 +135,7 @@ def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
         flavor = cloudlib.named_flavor("m1.tiny")
         requests = [cloudlib.havana_request(flavor) for _ in range(300)]
         uuids = [u for _, _, (u,) in requests]
+        c.uuids = uuids
         burst_start = time.monotonic()
         sender = threading.Thread(target=c.cast, args=(requests,), daemon=True)
         sender.start()
@@ -130,6 +159,9 @@ def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
         galera.start_node(1)
         on_node = c.audit_on_node(1, uuids)
         assert not on_node.problems() and set(on_node.placed) == set(audit.placed)
+    except Exception as exc:
+        c.evidence.keep(exc)
+        raise
     finally:
         c.close()
 
@@ -144,6 +176,7 @@ def test_writers_on_different_nodes_conflict_and_are_retried(galera, workdir,
         flavor = cloudlib.named_flavor("m1.small")
         requests = [cloudlib.havana_request(flavor) for _ in range(30)]
         uuids = [u for _, _, (u,) in requests]
+        c.uuids = uuids
         burst_start = time.monotonic()
         c.cast(requests)
         audit = c.settle("galera-writers-on-two-nodes", uuids, burst_start, 60)
@@ -164,5 +197,9 @@ def test_writers_on_different_nodes_conflict_and_are_retried(galera, workdir,
             assert "Deadlock found" not in " ".join(
                 line for line in c.cloud.log_text(name).splitlines()
                 if "ERROR" in line), c.cloud.log_tails([name], 40)
+    except Exception as exc:
+        c.evidence.keep(exc)
+        raise
     finally:
         c.close()
+

@@ -24,6 +24,7 @@ import time
 import pytest
 
 import cloudlib
+import clusters
 import scenario
 from scenario import ComputeFleet, Daemons, idle_report, temporary_database
 
@@ -40,6 +41,11 @@ def test_a_poison_request_is_given_up_and_the_good_ones_placed(rabbitmq, workdir
     with temporary_database("postgresql") as url:
         cloud = cloudlib.Cloud(workdir("poison"), "poison")
         fleet = collector = supervisor = None
+        uuids: list[str] = []
+        evidence = clusters.FailureEvidence(f"poison-{cloud.tag}")
+        evidence.folder(cloud.workdir)
+        evidence.probe("broker", lambda: scenario.broker_report(cloud))
+        evidence.probe("requests", lambda: scenario.request_states(cloud, fleet, uuids))
         try:
             scenario.use_database(cloud, url)
             fleet = ComputeFleet(cloud.config_file, cloud.scheduler_topic,
@@ -68,7 +74,7 @@ def test_a_poison_request_is_given_up_and_the_good_ones_placed(rabbitmq, workdir
             for spec, fprops, _ in burst:
                 cloud.client.run_instance(cloudlib.request_context(), spec, fprops)
             poison_uuid = poison[2][0]
-            uuids = [u for _, _, (u,) in burst]
+            uuids += [u for _, _, (u,) in burst]
 
             rows, casts, took = scenario.wait_settled(cloud, fleet, uuids, 90)
             # A good request in hand when a daemon died is recast by the
@@ -115,6 +121,9 @@ def test_a_poison_request_is_given_up_and_the_good_ones_placed(rabbitmq, workdir
                 cloud.instances([last]), fleet.snapshot(), last), 15, 0.2,
                 "a request after the poison one")
             assert cloud.instances([last])[last]["vm_state"] != "error"
+        except Exception as exc:
+            evidence.keep(exc)
+            raise
         finally:
             if supervisor is not None:
                 supervisor.stop()
@@ -123,3 +132,4 @@ def test_a_poison_request_is_given_up_and_the_good_ones_placed(rabbitmq, workdir
             if fleet is not None:
                 fleet.close()
             cloud.close()
+            evidence.refresh()

@@ -85,13 +85,24 @@ class _Cloud(scenario.BurstCloud):
                                   {h: idle_report(h, 8, 16384, 400) for h in HOSTS})
         self.daemons, self.ports = scenario.daemons_with_endpoints(
             self.cloud, DAEMONS, self.overrides)
+        self.uuids: list[str] = []
+        self.evidence = clusters.FailureEvidence(f"{name}-{self.vhost}")
+        self.evidence.folder(workdir)
+        self.evidence.folder(cluster.workdir)
+        self.evidence.probe("broker", lambda: cluster.queue_report(self.vhost))
+        self.evidence.probe("requests", lambda: scenario.request_states(
+            self.cloud, self.fleet, self.uuids))
+        self.evidence.probe("daemons", self.endpoints_report)
+        self.evidence.probe("sender", self.sender_report)
         self.daemons.start_all()
         self.fleet.register(self.cloud, HOSTS, 2.0, 2.5)
         self.watch()
 
     def burst(self, count: int) -> list[tuple]:
         flavor = cloudlib.named_flavor("m1.tiny")
-        return [cloudlib.havana_request(flavor) for _ in range(count)]
+        requests = [cloudlib.havana_request(flavor) for _ in range(count)]
+        self.uuids += [u for _, _, uuids in requests for u in uuids]
+        return requests
 
     def send(self, requests) -> None:
         self.cast(requests, admin_password="cluster-secret")
@@ -137,6 +148,11 @@ class _Cloud(scenario.BurstCloud):
             assert "was not sent" not in log
             assert "cluster-secret" not in log
 
+    def close(self) -> None:
+        super().close()
+        # The daemons' last lines (their shutdown) into what was kept.
+        self.evidence.refresh()
+
 
 def _cast_in_background(cloud: _Cloud, requests) -> threading.Thread:
     thread = threading.Thread(target=cloud.send, args=(requests,), daemon=True)
@@ -174,6 +190,9 @@ def test_the_scheduler_queue_leader_killed_mid_burst(cluster, workdir, rabbitmq)
             cloudlib.wait_until(lambda: scenario.settled(
                 c.cloud.instances([last]), c.fleet.snapshot(), last), 30, 0.2,
                 "a request after the node came back")
+        except Exception as exc:
+            c.evidence.keep(exc)
+            raise
         finally:
             c.close()
 
@@ -193,6 +212,7 @@ def test_the_node_the_daemons_consume_through_killed_mid_burst(cluster, workdir,
                                 "a third of the burst placed")
             cluster.kill(node)
             sender.join(120)
+            assert not sender.is_alive(), "casting the burst never finished"
             audit = c.settle("rabbit-consumer-node-killed", uuids, burst_start)
             cluster.start_node(node)
             c.check(audit)
@@ -208,6 +228,9 @@ def test_the_node_the_daemons_consume_through_killed_mid_burst(cluster, workdir,
             print(f"/healthz?verbose: {said!r}; while failing over: "
                   f"{c.health.reasons(burst_start)[:4]}", flush=True)
             assert "broker connection lost; consuming again through" in said, said
+        except Exception as exc:
+            c.evidence.keep(exc)
+            raise
         finally:
             c.close()
 
@@ -264,6 +287,9 @@ def test_the_whole_cluster_stopped_and_started_with_requests_queued(
             cloudlib.wait_until(fake_compute_reported_since_restart, 30, 0.5,
                                 "the fake compute reporting again after the restart")
             c.cloud.assert_running()
+        except Exception as exc:
+            c.evidence.keep(exc)
+            raise
         finally:
             c.close()
 
