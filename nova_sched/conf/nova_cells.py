@@ -28,6 +28,25 @@ nova_cells_opts = [
         "'nova-manage cell_v2 discover_hosts' becomes a candidate within "
         "this time. Decisions never wait for these reads.",
     ),
+    cfg.FloatOpt(
+        "resync_interval",
+        default=60.0,
+        min=1.0,
+        help="Seconds between reconciliations with nova's cell databases: "
+        "every compute node and instance of every cell read whole and "
+        "compared with what nova-sched knows, in place of the rows changed "
+        "since the last read. Reads by change judge rows by the time stamps "
+        "nova's processes write, and a row can become visible long after "
+        "its stamp (a writer whose clock is behind, a long transaction, a "
+        "lagging replica, tooling that inserts rows in bulk); a new row is "
+        "still caught at the next refresh by its id, and the services are "
+        "read whole at every refresh, but a changed compute node or "
+        "instance stamped too far in the past, or a row deleted outright "
+        "(nova-manage db archive_deleted_rows), is seen only at the next "
+        "reconciliation. Only the differences reach the host table, so "
+        "decisions are not held by it. Measured at 10,000 compute nodes: "
+        "see the operator guide for its cost.",
+    ),
 ]
 
 

@@ -17,13 +17,29 @@ and zones are the API database's; a host's instances are the cells'
 
 Nothing is read on a request. A poller thread reads, every ``[nova_cells]
 refresh_interval`` seconds: the cell and host mappings and the aggregates
-(small tables, read whole); from each cell the services, compute nodes and
-instances written since its last look (nova stamps every write); and from
-Placement the provider summaries of one ``GET /allocation_candidates``,
-which carries every provider with room left, its capacity and usage per
-resource class. A provider missing from it (full, or just registered) is
-read alone. The rows whose figures changed wait for the host table's next
-refresh, which a decision triggers (``load_changed``).
+(small tables, read whole); from each cell every nova-compute service
+(heartbeats rewrite each of them every ten seconds anyway, so a read by
+change would bring back most of them), and the compute nodes and
+instances stamped since its last look or of an id above the highest it
+has seen; and from Placement the provider summaries of one ``GET
+/allocation_candidates``, which carries every provider with room left,
+its capacity and usage per resource class. A provider missing from it
+(full, or just registered) is read alone. The rows whose figures changed
+wait for the host table's next refresh, which a decision triggers
+(``load_changed``).
+
+The stamps are the writers' clocks, and a row can become visible long
+after its stamp (a writer's clock behind, a long transaction, a lagging
+replica, tooling that inserts rows in bulk): the ``since`` of a read is
+the database's own clock at its start, less ``_OVERLAP``, so the
+scheduler's clock plays no part; a new row is caught by its id whatever
+its stamps; and every ``[nova_cells] resync_interval`` seconds the compute
+nodes and instances are read whole and compared with what is known
+(``_reconcile``), which catches a changed row stamped too far in the past
+and a row deleted outright (``nova-manage db archive_deleted_rows``).
+Only the differences reach the host table, a chunk of rows per hold of
+the lock, so a reconciliation neither rebuilds the table nor holds a
+decision for long.
 
 This daemon's own claims count at once (``note_claimed``): until a
 Placement read that began after Placement accepted the claim
@@ -57,9 +73,14 @@ from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
 
 LOG = logging.getLogger(__name__)
 
-# Rows stamped this long before the previous read are read again: nova's
-# processes stamp a row before their transaction commits.
+# Rows stamped this long before the previous read (by the database's
+# clock) are read again: nova's processes stamp a row before their
+# transaction commits. Rows older still are caught by id when new, by the
+# reconciliation otherwise.
 _OVERLAP = dt.timedelta(seconds=2)
+# Rows merged per hold of the lock decisions also take (hosts_of,
+# note_claimed): a reconciliation at 10,000 nodes holds it a few ms at a time.
+_MERGED_PER_LOCK = 1000
 # What a provider must have free to be among the candidates whose summaries
 # one GET /allocation_candidates returns (every instance asks for both).
 _SUMMARY_RESOURCES = "VCPU:1,MEMORY_MB:1"
@@ -90,6 +111,18 @@ class _Pending:
     doubtful: bool = False
 
 
+@dataclasses.dataclass
+class _CellRead:
+    """What one poll read from one cell."""
+
+    cell: str
+    whole: bool                # nodes and instances read whole
+    since: dt.datetime         # the next read's since (the database's clock)
+    services: list[dict]
+    nodes: list[dict]
+    instances: list[dict]
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -97,8 +130,8 @@ def _utcnow() -> dt.datetime:
 class NovaCellsSource:
     """Host rows from nova's API and cell databases and from Placement."""
 
-    # Every change is read by its stamp, and the poller re-reads all at the
-    # start; no periodic rebuild is needed.
+    # The source reconciles itself with nova's databases (resync_interval)
+    # and hands the table only the differences: no rebuild of the table.
     periodic_resync = False
     tracks_instances = True
 
@@ -127,7 +160,12 @@ class NovaCellsSource:
         self._placed: dict[tuple[str, str | None], set[str]] = {}
         self._aggregates: list | None = None
         self._pending: dict[int, list[_Pending]] = {}
-        self._since: dict[str, dt.datetime] = {}   # cell -> last read's start
+        # cell -> the database's clock at its last read's start, less _OVERLAP
+        self._since: dict[str, dt.datetime] = {}
+        # cell -> {table: the highest row id read there}
+        self._highest: dict[str, dict[str, int]] = {}
+        self._reconciled: float | None = None  # time.monotonic() of the last one
+        self._polling = threading.Lock()  # one poll at a time (poller, host list)
         self._changed_nodes: set[int] = set()
         self._changed_hosts: set[str] = set()
         self._aggregates_changed = False
@@ -157,6 +195,10 @@ class NovaCellsSource:
 
     def poll(self) -> None:
         """Read what changed in nova's databases and Placement's usages."""
+        with self._polling:
+            self._poll()
+
+    def _poll(self) -> None:
         problems = []
         try:
             self._read_databases()
@@ -181,12 +223,16 @@ class NovaCellsSource:
         cells = self.databases.refresh_cells()
         mapped = self.databases.host_mappings()
         aggregates = self.databases.aggregates()
-        read = []
-        for cell in cells:
-            started = _utcnow()
-            since = self._since.get(cell.uuid)
-            read.append((cell, started, cell.services(since), cell.compute_nodes(since),
-                         cell.instances(since)))
+        begun = time.monotonic()
+        # Judged against the option now, so that a changed interval applies
+        # from the next poll on.
+        reconcile = (self._reconciled is None
+                     or begun - self._reconciled >= CONF.nova_cells.resync_interval)
+        if reconcile:
+            with self._lock:
+                # Instances a cast places during the reads are not taken for gone.
+                known_instances = set(self._instances)
+        reads = [self._read_cell(cell, reconcile) for cell in cells]
         with self._lock:
             for host in set(mapped) ^ set(self._mapped):
                 self._changed_hosts.add(host)
@@ -198,50 +244,113 @@ class NovaCellsSource:
             if aggregates != self._aggregates:
                 self._aggregates = aggregates
                 self._aggregates_changed = True
-            for cell, started, services, nodes, instances in read:
-                self._merge_cell(cell.uuid, services, nodes, instances)
-                self._since[cell.uuid] = started - _OVERLAP
+        for read in reads:
+            self._merge_cell(read)
+        with self._lock:
             known_cells = {cell.uuid for cell in cells}
             for node_id, cell in list(self._node_cells.items()):
-                if cell not in known_cells:
-                    self._nodes[node_id]["deleted"] = 1
-                    self._changed_nodes.add(node_id)
+                if cell not in known_cells and not self._nodes[node_id]["deleted"]:
+                    self._gone_node(node_id)
+            if reconcile:
+                present = {row["uuid"] for read in reads for row in read.instances}
+                for uuid in known_instances - present:
+                    if uuid in self._instances:
+                        self._place(uuid, None)
+        if reconcile:
+            LOG.debug("Reconciled with nova's %d cells in %.2f s", len(cells),
+                      time.monotonic() - begun)
+            self._reconciled = begun
 
-    def _merge_cell(self, cell: str, services, nodes, instances) -> None:
-        for row in services:
-            host = row["host"]
-            if row["deleted"]:
-                if self._service_cells.get(host) == cell:
-                    self._services.pop(host, None)
-                    self._service_cells.pop(host, None)
-                    self._changed_hosts.add(host)
-                    self._mark_host(host)
-                continue
-            if self._services.get(host) != row:
-                if host not in self._services:
-                    self._mark_host(host)
-                self._services[host] = row
-                self._service_cells[host] = cell
-                self._changed_hosts.add(host)
-        for row in nodes:
-            uuid = row["uuid"]
-            if not uuid:
-                continue
-            node_id = self._node_ids.setdefault(uuid, len(self._node_ids) + 1)
-            old = self._nodes.get(node_id)
-            if old == row and self._node_cells.get(node_id) == cell:
-                continue  # read again within the overlap, unchanged
-            if old is not None and old["host"] != row["host"]:
-                self._host_nodes.get(old["host"], set()).discard(node_id)
-            self._nodes[node_id] = row
-            self._host_nodes.setdefault(row["host"], set()).add(node_id)
-            self._node_cells[node_id] = cell
-            self._changed_nodes.add(node_id)
-        for row in instances:
-            gone = row["deleted"] or not row["host"]
-            where = None if gone else (row["host"], row["node"])
-            if self._instances.get(row["uuid"]) != where:
-                self._place(row["uuid"], where)
+    def _read_cell(self, cell, whole: bool) -> _CellRead:
+        """One cell's services, and its compute nodes and instances: whole,
+        or (``whole`` False and the cell read before) those stamped since
+        the last read or newer than any seen."""
+        clock = cell.now()
+        since = None if whole else self._since.get(cell.uuid)
+        highest = self._highest.get(cell.uuid, {})
+        return _CellRead(
+            cell.uuid, since is None, clock - _OVERLAP, cell.services(),
+            cell.compute_nodes(since, highest.get("compute_nodes")),
+            cell.instances(since, highest.get("instances")))
+
+    def _merge_cell(self, read: _CellRead) -> None:
+        """A cell's read applied to what is known, a chunk per hold of the
+        lock; with a whole read, what it lacks is gone."""
+        cell = read.cell
+        listed = {row["host"] for row in read.services if not row["deleted"]}
+        for start in range(0, len(read.services), _MERGED_PER_LOCK):
+            with self._lock:
+                for row in read.services[start:start + _MERGED_PER_LOCK]:
+                    self._merge_service(cell, row)
+        with self._lock:
+            for host, where in list(self._service_cells.items()):
+                if where == cell and host not in listed:
+                    self._drop_service(host)
+        for start in range(0, len(read.nodes), _MERGED_PER_LOCK):
+            with self._lock:
+                for row in read.nodes[start:start + _MERGED_PER_LOCK]:
+                    self._merge_node(cell, row)
+        if read.whole:
+            present = {row["uuid"] for row in read.nodes}
+            with self._lock:
+                for node_id, where in list(self._node_cells.items()):
+                    row = self._nodes[node_id]
+                    if where == cell and not row["deleted"] and row["uuid"] not in present:
+                        self._gone_node(node_id)
+        for start in range(0, len(read.instances), _MERGED_PER_LOCK):
+            with self._lock:
+                for row in read.instances[start:start + _MERGED_PER_LOCK]:
+                    gone = row["deleted"] or not row["host"]
+                    where = None if gone else (row["host"], row["node"])
+                    if self._instances.get(row["uuid"]) != where:
+                        self._place(row["uuid"], where)
+        highest = self._highest.setdefault(cell, {})
+        for table, rows in (("compute_nodes", read.nodes), ("instances", read.instances)):
+            ids = [row["id"] for row in rows]
+            if ids:
+                highest[table] = max(max(ids), highest.get(table, 0))
+            elif read.whole:
+                highest.setdefault(table, 0)
+        self._since[cell] = read.since
+
+    def _merge_service(self, cell: str, row: dict) -> None:
+        host = row["host"]
+        if row["deleted"]:
+            if self._service_cells.get(host) == cell:
+                self._drop_service(host)
+            return
+        if self._services.get(host) != row:
+            if host not in self._services:
+                self._mark_host(host)
+            self._services[host] = row
+            self._service_cells[host] = cell
+            self._changed_hosts.add(host)
+
+    def _drop_service(self, host: str) -> None:
+        self._services.pop(host, None)
+        self._service_cells.pop(host, None)
+        self._changed_hosts.add(host)
+        self._mark_host(host)
+
+    def _merge_node(self, cell: str, row: dict) -> None:
+        uuid = row["uuid"]
+        if not uuid:
+            return
+        node_id = self._node_ids.setdefault(uuid, len(self._node_ids) + 1)
+        old = self._nodes.get(node_id)
+        if old == row and self._node_cells.get(node_id) == cell:
+            return  # read again (overlap, reconciliation), unchanged
+        if old is not None and old["host"] != row["host"]:
+            self._host_nodes.get(old["host"], set()).discard(node_id)
+        self._nodes[node_id] = row
+        self._host_nodes.setdefault(row["host"], set()).add(node_id)
+        self._node_cells[node_id] = cell
+        self._changed_nodes.add(node_id)
+
+    def _gone_node(self, node_id: int) -> None:
+        """A node whose row is deleted outright, or whose cell is gone."""
+        self._nodes[node_id] = dict(self._nodes[node_id], deleted=1)
+        self._changed_nodes.add(node_id)
 
     def _place(self, uuid: str, where: tuple[str, str | None] | None) -> None:
         """Record where an instance is (None: nowhere) and mark both nodes."""

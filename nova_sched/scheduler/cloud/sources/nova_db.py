@@ -5,8 +5,12 @@ The schemas are nova's (tested against nova 34's): the API database's
 metadata; each cell database's ``services``, ``compute_nodes`` and
 ``instances``. Reads of the cell tables take a ``since`` datetime and
 return only rows created, updated or deleted at or after it (nova stamps
-every write with ``updated_at``, soft-deletes with ``deleted_at``), so a
-refresh reads what changed, not the whole cloud.
+every write with ``updated_at``, soft-deletes with ``deleted_at``), and
+the rows whose ``id`` is above a given one, so that a refresh reads what
+changed, not the whole cloud. The stamps are the writers' clocks, not the
+database's: a reader that trusts them alone misses rows (``nova_cells``
+reads everything again from time to time). ``Cell.now`` is the database's
+own clock, which the ``since`` of the next read is taken from.
 """
 
 from __future__ import annotations
@@ -33,11 +37,29 @@ _NODE_COLUMNS = ("id", "uuid", "host", "hypervisor_hostname", "vcpus", "memory_m
                  "stats", "metrics", "pci_stats", "numa_topology", "deleted")
 
 
-def _changed_since(since: dt.datetime | None) -> tuple[str, dict]:
+def _changed_since(since: dt.datetime | None,
+                   above_id: int | None = None) -> tuple[str, dict]:
     if since is None:
         return "deleted = 0", {}
-    return ("(updated_at >= :since OR created_at >= :since OR deleted_at >= :since)",
-            {"since": since})
+    where = "updated_at >= :since OR created_at >= :since OR deleted_at >= :since"
+    params: dict[str, Any] = {"since": since}
+    if above_id is not None:
+        # A new row whose stamps are older than ``since`` (its writer's
+        # clock behind, a bulk insert committed late) still has a higher id:
+        # auto-increment ids are handed out in insertion order.
+        where += " OR id > :above_id"
+        params["above_id"] = above_id
+    return f"({where})", params
+
+
+# The database's clock as naive UTC, nova's way of stamping rows. MySQL's
+# NOW() would be the session's time zone; PostgreSQL's now() is the
+# transaction's start.
+_NOW = {
+    "mysql": "SELECT UTC_TIMESTAMP(6)",
+    "postgresql": "SELECT clock_timestamp() AT TIME ZONE 'UTC'",
+    "sqlite": "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+}
 
 
 def _datetime(value: Any) -> dt.datetime | None:
@@ -84,7 +106,16 @@ class Cell:
                                   params)
             return [dict(row) for row in result.mappings()]
 
-    def services(self, since: dt.datetime | None) -> list[dict]:
+    def now(self) -> dt.datetime:
+        """The database server's clock, naive UTC (as nova stamps rows)."""
+        with self.engine.connect() as conn:
+            value = conn.execute(sa.text(_NOW[self.engine.dialect.name])).scalar()
+        stamp = _datetime(value)
+        if stamp is None:
+            raise ValueError(f"cell {self.name}: the database's clock reads {value!r}")
+        return stamp
+
+    def services(self, since: dt.datetime | None = None) -> list[dict]:
         """nova-compute services (deleted ones only when read by change)."""
         where, params = _changed_since(since)
         rows = self._select("services", _SERVICE_COLUMNS,
@@ -95,18 +126,24 @@ class Cell:
                 row[stamp] = _datetime(row[stamp])
         return rows
 
-    def compute_nodes(self, since: dt.datetime | None) -> list[dict]:
-        where, params = _changed_since(since)
+    def compute_nodes(self, since: dt.datetime | None,
+                      above_id: int | None = None) -> list[dict]:
+        """Compute nodes not deleted; read by change (``since``), those
+        stamped since then, deleted ones included, and those of an id above
+        ``above_id``."""
+        where, params = _changed_since(since, above_id)
         return self._select("compute_nodes", _NODE_COLUMNS, where, params)
 
-    def instances(self, since: dt.datetime | None) -> list[dict]:
-        """uuid, host, node, deleted of instances: those on a host, or, read
-        by change, every changed one (an instance that left its host, as a
-        shelve offload does, has none)."""
-        where, params = _changed_since(since)
+    def instances(self, since: dt.datetime | None,
+                  above_id: int | None = None) -> list[dict]:
+        """id, uuid, host, node, deleted of instances: those on a host, or,
+        read by change, every changed one (an instance that left its host,
+        as a shelve offload does, has none) and every one of an id above
+        ``above_id``."""
+        where, params = _changed_since(since, above_id)
         if since is None:
             where += " AND host IS NOT NULL"
-        return self._select("instances", ("uuid", "host", "node", "deleted"),
+        return self._select("instances", ("id", "uuid", "host", "node", "deleted"),
                             where, params)
 
     def dispose(self) -> None:

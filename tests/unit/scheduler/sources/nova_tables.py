@@ -1,12 +1,14 @@
-"""nova's API and cell databases in SQLite, with the columns nova 34 gives
-the tables the nova_cells source reads, written as nova's services write
-them (naive UTC stamps, soft deletes with ``deleted = id``)."""
+"""nova's API and cell databases in SQLite (or MySQL/MariaDB), with the
+columns nova 34 gives the tables the nova_cells source reads, written as
+nova's services write them (naive UTC stamps, soft deletes with
+``deleted = id``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import uuid as uuidlib
+from typing import Callable
 
 import sqlalchemy as sa
 
@@ -48,21 +50,32 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+def _sql(statement: str, engine: sa.Engine) -> sa.TextClause:
+    """A statement written with SQLite's quotes, in the engine's dialect."""
+    if engine.dialect.name == "mysql":
+        statement = (statement.replace('"binary"', "`binary`").replace('"key"', "`key`")
+                     .replace("INTEGER PRIMARY KEY", "INTEGER PRIMARY KEY AUTO_INCREMENT"))
+    return sa.text(statement)
+
+
 def _create(url: str, ddl: str) -> sa.Engine:
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         for statement in ddl.split(";"):
             if statement.strip():
-                conn.execute(sa.text(statement))
+                conn.execute(_sql(statement, engine))
     return engine
 
 
 class NovaTables:
-    """An API database and its cells, in SQLite files under ``directory``."""
+    """An API database and its cells: SQLite files under ``directory``, or
+    the databases ``new_database(name)`` makes (it returns their URLs)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, new_database: Callable[[str], str] | None = None):
         self.directory = directory
-        self.api_url = f"sqlite:///{directory}/nova_api.sqlite"
+        self._new_database = new_database or (
+            lambda name: f"sqlite:///{directory}/nova_{name}.sqlite")
+        self.api_url = self._new_database("api")
         self.api = _create(self.api_url, _API)
         self.cells: dict[str, sa.Engine] = {}
         self._cell_ids: dict[str, int] = {}
@@ -73,7 +86,7 @@ class NovaTables:
 
     def add_cell(self, name: str) -> str:
         cell_uuid = str(uuidlib.uuid4())
-        url = f"sqlite:///{self.directory}/nova_{name}.sqlite"
+        url = self._new_database(name)
         self.cells[cell_uuid] = _create(url, _CELL)
         with self.api.begin() as conn:
             conn.execute(sa.text(
@@ -99,10 +112,12 @@ class NovaTables:
         with self.cells[cell].begin() as conn:
             if not conn.execute(sa.text("SELECT 1 FROM services WHERE host = :h"),
                                 {"h": host}).first():
-                conn.execute(sa.text(
+                # Stamped as the node is; up (its heartbeat is now).
+                stamp = columns.get("created_at", now)
+                conn.execute(_sql(
                     'INSERT INTO services (host, "binary", topic, last_seen_up, '
                     "created_at, updated_at) VALUES (:h, 'nova-compute', 'compute', "
-                    ":t, :t, :t)"), {"h": host, "t": now})
+                    ":now, :t, :t)", conn.engine), {"h": host, "t": stamp, "now": now})
             cols = ", ".join(row)
             conn.execute(sa.text(f"INSERT INTO compute_nodes ({cols}) VALUES "
                                  f"({', '.join(':' + c for c in row)})"), row)
@@ -123,8 +138,19 @@ class NovaTables:
             conn.execute(sa.text(f"UPDATE {table} SET {sets} WHERE {where}"),
                          dict(params, **{f"v_{k}": v for k, v in values.items()}))
 
-    def add_instance(self, cell: str, uuid: str, host: str, node: str) -> None:
-        now = utcnow()
+    def delete_outright(self, cell: str, table: str, where: str, params: dict) -> None:
+        """Rows gone without a soft delete seen (nova-manage db
+        archive_deleted_rows moves rows to the shadow tables)."""
+        with self.cells[cell].begin() as conn:
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE {where}"), params)
+
+    def dispose(self) -> None:
+        for engine in (self.api, *self.cells.values()):
+            engine.dispose()
+
+    def add_instance(self, cell: str, uuid: str, host: str, node: str,
+                     stamp: dt.datetime | None = None) -> None:
+        now = stamp or utcnow()
         with self.cells[cell].begin() as conn:
             conn.execute(sa.text(
                 "INSERT INTO instances (uuid, host, node, vm_state, created_at, "
@@ -146,6 +172,6 @@ class NovaTables:
                 conn.execute(sa.text("INSERT INTO aggregate_hosts (host, aggregate_id) "
                                      "VALUES (:h, :a)"), {"h": host, "a": agg_id})
             for key, value in metadata.items():
-                conn.execute(sa.text('INSERT INTO aggregate_metadata ("key", value, '
-                                     "aggregate_id) VALUES (:k, :v, :a)"),
+                conn.execute(_sql('INSERT INTO aggregate_metadata ("key", value, '
+                                  "aggregate_id) VALUES (:k, :v, :a)", conn.engine),
                              {"k": key, "v": value, "a": agg_id})
