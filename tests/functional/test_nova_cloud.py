@@ -29,14 +29,19 @@ nova venv made by tools/nova_venv.sh (run_tests.sh makes it). Set
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import cloudlib
 import novacloud
 from novacloud import fault_of, host_of
 
@@ -583,3 +588,111 @@ def test_two_nova_sched_daemons_fill_two_computes_exactly(scenario, tiny):
     finally:
         code = cloud.stop_nova_sched(SECOND)
     assert code == 0, f"{SECOND} exited {code} on SIGTERM\n{cloud.log_tails([SECOND])}"
+
+
+# -- 13: read your writes (issue 38, item 1 in a nova cloud) -------------------
+# The cloud's [nova_cells] refresh_interval (novacloud.nova_sched_sections).
+REFRESH_INTERVAL = 1.0
+# Beyond refresh_interval: the read itself, the host table's refresh (every
+# 0.5 s), an explain's round trip, on two busy cores.
+SEEN_MARGIN = 2.5
+ROUNDS = 5
+
+
+class ExplainWatch:
+    """The daemon's view asked every 50 ms (explain_watch.py, a process of
+    its own); ``seen`` times how long a change takes to show in it."""
+
+    def __init__(self, cloud: novacloud.NovaCloud, *options: str):
+        script = os.path.join(os.path.dirname(__file__), "explain_watch.py")
+        self.answers: list[dict] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, script, str(cloud.sched_conf), "--flavor", "256,1,1",
+             *options], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env=cloudlib.subprocess_env())
+        ready = threading.Event()
+
+        def _read():
+            for line in self.proc.stdout:
+                if line.startswith("ready"):
+                    ready.set()
+                elif line.startswith("{"):
+                    self.answers.append(json.loads(line))
+        threading.Thread(target=_read, daemon=True).start()
+        assert ready.wait(60), "explain_watch.py got no answer from nova-sched"
+
+    def seen(self, since: float, check, what: str, timeout: float) -> float:
+        """Seconds from ``since`` to the first answer asked after it that
+        passes ``check``; every answer asked later passes it too."""
+        deadline = time.monotonic() + timeout
+        first = None
+        while first is None and time.monotonic() < deadline:
+            first = next((a for a in list(self.answers)
+                          if a["sent"] >= since and check(a)), None)
+            time.sleep(0.05)
+        assert first is not None, (
+            f"{what}: not seen within {timeout} s; last answer "
+            f"{self.answers[-1] if self.answers else None}")
+        time.sleep(0.5)
+        later = [a for a in list(self.answers) if a["sent"] > first["sent"]]
+        assert later and all(check(a) for a in later), \
+            f"{what}: seen, then not: {[a for a in later if not check(a)][:1]}"
+        return first["sent"] - since
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@nova_sched_only
+def test_changes_through_novas_api_are_seen_by_every_decision_after_the_next_read(
+        scenario, tiny):
+    """A service disabled and enabled, a zone made, a host added to and
+    removed from it, each through nova's REST API: every explain asked
+    after refresh_interval (plus the read) sees the change."""
+    api = scenario.api
+    limit = REFRESH_INTERVAL + SEEN_MARGIN
+    delays = {}
+    everywhere = ExplainWatch(scenario.cloud)
+    zoned = ExplainWatch(scenario.cloud, "--az", "az-rw")
+    try:
+        # Several times: where the change falls in the poller's period varies.
+        for _ in range(ROUNDS):
+            api.set_service_enabled("small", False)
+            scenario.disabled.append("small")
+            delays.setdefault("service disabled", []).append(everywhere.seen(
+                time.monotonic(),
+                lambda a: "small" in a["removed"].get("ComputeFilter", ()),
+                "small disabled", limit))
+            api.set_service_enabled("small", True)
+            scenario.disabled.remove("small")
+            delays.setdefault("service enabled", []).append(everywhere.seen(
+                time.monotonic(), lambda a: "small" in a["hosts"], "small enabled", limit))
+
+        for round_ in range(ROUNDS):
+            agg = api.create_aggregate(f"agg-rw-{round_}", availability_zone="az-rw")
+            scenario.aggregates.append(agg["id"])
+            api.aggregate_add_host(agg["id"], "medium")
+            delays.setdefault("zone made with a host", []).append(zoned.seen(
+                time.monotonic(), lambda a: a["hosts"] == ["medium"], "zone az-rw",
+                limit))
+            api.aggregate_add_host(agg["id"], "small")
+            delays.setdefault("host added to the zone", []).append(zoned.seen(
+                time.monotonic(), lambda a: a["hosts"] == ["medium", "small"],
+                "small in az-rw", limit))
+            api.aggregate_remove_host(agg["id"], "medium")
+            delays.setdefault("host removed from the zone", []).append(zoned.seen(
+                time.monotonic(), lambda a: a["hosts"] == ["small"],
+                "medium out of az-rw", limit))
+            api.delete_aggregate(agg["id"])
+            scenario.aggregates.remove(agg["id"])
+            delays.setdefault("zone deleted", []).append(zoned.seen(
+                time.monotonic(), lambda a: a["hosts"] == [], "az-rw gone", limit))
+    finally:
+        everywhere.close()
+        zoned.close()
+    print("seen after (s, each round): " + "; ".join(
+        f"{k} {' '.join(f'{v:.2f}' for v in values)}" for k, values in delays.items()))
