@@ -53,6 +53,15 @@ class ClaimFailed(NovaSchedException):
     msg_fmt = "Claim on %(host)s/%(node)s failed: not enough free resources"
 
 
+class HostTableBehind(NovaSchedException):
+    """A claim decided on a host table that had not read an operator's
+    latest change (``db.operator_changes``): nothing was written; the
+    instance is decided again once the table has caught up."""
+
+    msg_fmt = ("Decided on a host table that read %(seen)s operator changes; "
+               "the database has %(current)s")
+
+
 class AlreadyRecorded(NovaSchedException):
     """A request taken as seen for the first time had been recorded before.
 

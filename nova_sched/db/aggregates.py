@@ -19,6 +19,7 @@ from sqlalchemy.orm import aliased
 from nova_sched import exception
 from nova_sched.db import api as db_api
 from nova_sched.db import models
+from nova_sched.db import operator_changes
 
 AZ_KEY = "availability_zone"
 STAMP_NAME = "aggregates"
@@ -271,6 +272,9 @@ def _bump_stamp(session) -> None:
     if result.rowcount == 0:
         # A schema made without the migration (create_all) lacks the row.
         session.execute(sa.insert(table).values(name=STAMP_NAME, value=now))
+    # What decisions read changed: a claim decided before this commits
+    # must be decided again (db.operator_changes).
+    operator_changes.bump(session)
 
 
 def _check_text(what: str, value: Any) -> None:

@@ -29,6 +29,7 @@ from nova_sched.db import api as db_api
 from nova_sched.db import compute_nodes as db_nodes
 from nova_sched.db import instances as db_instances
 from nova_sched.db import models
+from nova_sched.db import operator_changes as db_operator_changes
 from nova_sched.db.driver_sql import execute
 
 _ALLOC = models.Allocation.__table__
@@ -120,7 +121,8 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
           placement: tuple[str, str, int, str | None] | None = None,
           new: db_instances.NewRequest | None = None,
           counted_through_us: int | None = None,
-          casts: list[db_instances.Cast] | None = None) -> None:
+          casts: list[db_instances.Cast] | None = None,
+          operator_changes: int | None = None) -> None:
     """Take the resources on the node or raise ClaimFailed.
 
     ``ratios`` maps each resource's name to the allocation ratio the
@@ -148,13 +150,19 @@ def claim(instance_uuid: str, node_id: int, memory_mb: int, vcpus: int,
     transaction (``db.instances.record_casts``), so that a boot costs one
     write transaction, not two; a failure writes none of them.
 
+    ``operator_changes``: how many operators' changes the decision's host
+    table had read (``db.operator_changes``); HostTableBehind, with nothing
+    written, when the database has more. None: no check (a claim made
+    outside a decision, or taken again where it was).
+
     Safe to run again when its COMMIT's outcome was lost (a database node
     died under it): the second run finds the row the first one wrote and
     does nothing more (with ``new``: finds the instance's row, and raises
     AlreadyRecorded for the caller to take the request's general way).
     """
     _claim(uuid_lib.uuid4().hex, instance_uuid, node_id, memory_mb, vcpus,
-           disk_mb, ratios, placement, new, counted_through_us, casts)
+           disk_mb, ratios, placement, new, counted_through_us, casts,
+           operator_changes)
 
 
 @db_api.retry_on_disconnect
@@ -163,10 +171,13 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
            placement: tuple[str, str, int, str | None] | None,
            new: db_instances.NewRequest | None = None,
            counted_through_us: int | None = None,
-           casts: list[db_instances.Cast] | None = None) -> None:
+           casts: list[db_instances.Cast] | None = None,
+           operator_changes: int | None = None) -> None:
     now = db_api.utcnow()
     event_id = None
     with db_api.transaction() as conn:
+        if operator_changes is not None:
+            db_operator_changes.check(conn, operator_changes)
         if new is not None and placement is not None:
             try:
                 # First, so that a request recorded before costs nothing

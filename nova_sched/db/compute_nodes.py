@@ -277,6 +277,18 @@ def load_changed(since_us: int, skip_writer: str | None = None
         return list(nodes), list(services)
 
 
+@db_api.retry_on_disconnect
+def load_services() -> list:
+    """Every compute service's row, whatever its stamp: read after an
+    operator's change, which a stamp written by a clock behind ours would
+    hide from ``load_changed``."""
+    services_t = models.Service.__table__
+    with db_api.read_session() as session:
+        return list(session.execute(
+            sa.select(services_t).where(services_t.c.binary == COMPUTE_BINARY)
+        ).mappings().all())
+
+
 def _not_by(table, writer: str | None) -> list:
     if writer is None:
         return []

@@ -2,7 +2,9 @@
 
 A service's ``updated_at`` is its heartbeat (written by compute reports), so
 an operator's change leaves it alone and moves only ``changed_at``, which
-tells every daemon to re-read the row.
+tells every daemon to re-read the row, and counts itself among the
+operators' changes (``db.operator_changes``), which no claim decided
+before it can pass.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.db import api as db_api
 from nova_sched.db import models
+from nova_sched.db import operator_changes
 
 COMPUTE_BINARY = "nova-compute"
 _MAX_REASON = 255
@@ -76,6 +79,9 @@ def _set(host: str, **values: Any) -> dict[str, Any]:
             setattr(service, key, value)
         service.changed_at = db_api.now_us()
         service.changed_by = None
+        # Every decision that starts after this commits must see it
+        # (db.operator_changes).
+        operator_changes.bump(session)
         session.flush()
         return _as_dict(service, db_api.utcnow())
 

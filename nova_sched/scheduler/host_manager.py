@@ -124,6 +124,9 @@ class HostManager:
         self._full_wanted = False
         # A HostRefresher keeps the table fresh: decisions do not read.
         self.refreshed_elsewhere = False
+        # How many operators' changes (db.operator_changes) the table has
+        # read at least; claims carry it (SchedulingCycle.claim_for).
+        self.operator_changes = 0
         # row -> the descriptive texts its HostState was built from.
         self._described: dict[int, tuple] = {}
         self._parsed_texts: dict[str, Any] = {}
@@ -180,6 +183,9 @@ class HostManager:
                 row = self.table.index.get(key)
                 if row is not None:
                     self.table.deactivate(row)
+            # The services and aggregates, where operators' changes land,
+            # are in place from here on.
+            self._count_operator_changes(rows)
         for start in range(0, len(rows.nodes), _REAPPLIED_PER_LOCK):
             with self.lock:
                 for node in rows.nodes[start:start + _REAPPLIED_PER_LOCK]:
@@ -206,6 +212,7 @@ class HostManager:
             for row in rows.nodes:
                 if not row["deleted"]:
                     self._apply_node(row)
+            self._count_operator_changes(rows)
             self._loaded_all(started_us)
         LOG.info("Loaded %d compute nodes and %d aggregates", len(self.table.index),
                  len(rows.aggregates or ()))
@@ -274,6 +281,32 @@ class HostManager:
             self._apply_node(row)
         if rows.aggregates is not None:
             self.table.set_aggregates(rows.aggregates)
+        self._count_operator_changes(rows)
+
+    def _count_operator_changes(self, rows: HostRows) -> None:
+        if rows.operator_changes is not None:
+            self.operator_changes = rows.operator_changes
+
+    def catch_up(self) -> None:
+        """Apply every change an operator made before this call, and what
+        the source was told meanwhile, before returning (read your writes).
+
+        With a source that counts operators' changes, one read of the
+        count, and a read of what changed only when the table is behind
+        it; a source without one applies what it holds in memory (nova's
+        fanout casts). The caller must not hold ``SchedulingCycle``'s lock:
+        a refresh under way may be waiting for it to rebuild the table.
+        """
+        changes = self.source.operator_changes()
+        if changes is None or changes > self.operator_changes:
+            self.refresh_changes(may_rebuild=False)
+
+    def behind_operators(self, seen: int) -> bool:
+        """Whether operators made more changes than the ``seen`` a decision
+        read from ``operator_changes`` before it began (one read of the
+        count; False for a source without one)."""
+        changes = self.source.operator_changes()
+        return changes is not None and changes > seen
 
     def has_unclaimed(self) -> bool:
         """Whether any host runs instances without a claim."""

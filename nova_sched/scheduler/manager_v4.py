@@ -125,6 +125,7 @@ class SchedulerManagerV4:
                 db_aggregates.replace(name, hosts, metadata)
             LOG.info("Aggregate %s from nova: hosts %s, metadata %s", name,
                      sorted(hosts), metadata)
+        self._seen_by_next_decision()
 
     @messaging.expose
     @counted
@@ -137,6 +138,7 @@ class SchedulerManagerV4:
             LOG.info("Aggregate %s deleted by nova", name)
         elif db_aggregates.delete(name):
             LOG.info("Aggregate %s deleted by nova", name)
+        self._seen_by_next_decision()
 
     @messaging.expose
     @counted
@@ -144,18 +146,27 @@ class SchedulerManagerV4:
         """Instances nova knows on ``host_name`` (one Instance or a list)."""
         uuids = _instance_uuids(instance_info)
         self.manager.note_instances(host_name, uuids)
+        self._seen_by_next_decision()
 
     @messaging.expose
     @counted
     def delete_instance_info(self, context, host_name, instance_uuid):
         """An instance gone from ``host_name``: its claim is released."""
         self.manager.forget_instance(instance_uuid)
+        self._seen_by_next_decision()
 
     @messaging.expose
     @counted
     def sync_instance_info(self, context, host_name, instance_uuids):
         """Every instance on ``host_name``: as the Havana API's cast."""
         self.manager.reconcile_host(host_name, instance_uuids)
+        self._seen_by_next_decision()
+
+    def _seen_by_next_decision(self) -> None:
+        # The cast's news is in this daemon's table before its handler
+        # returns, not at the host table's next refresh; other daemons
+        # handle their own copy of the fanout.
+        self.manager.host_manager.catch_up()
 
 
 def _aggregate(primitive) -> tuple[str, list[str], dict]:

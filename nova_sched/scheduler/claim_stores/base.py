@@ -45,6 +45,10 @@ class Claim:
     #: ``HostManager.read_through_us``); a store that writes the node's
     #: row can then spare the claimer reading it back.
     counted_through_us: int | None = None
+    #: How many operators' changes the decision's host table had read
+    #: (``db.operator_changes``): a store that can tell refuses the claim
+    #: with HostTableBehind when more were made. None: not checked.
+    operator_changes: int | None = None
 
     def ratio_of_each(self) -> dict[str, float]:
         # The option only for a resource the decision gave no ratio.

@@ -20,7 +20,8 @@ class DatabaseClaims:
                                             placement.previous_host),
             new=None if placement is None else placement.new_request,
             counted_through_us=claim.counted_through_us,
-            casts=None if placement is None else placement.casts)
+            casts=None if placement is None else placement.casts,
+            operator_changes=claim.operator_changes)
 
     def release(self, instance_uuids: list[str]) -> list[int]:
         return db_allocations.release(instance_uuids)

@@ -49,6 +49,10 @@ _LOST_CLAIMS_BEFORE_REFRESH = 8
 # Claims lost in a row after which an instance is given up (NoValidHost):
 # the cloud is full or far too contended for this instance.
 _MAX_LOST_CLAIMS = 32
+# Decisions in a row overtaken by operators' changes after which an
+# instance is given up: each catch-up reads every change made before it,
+# so only a stream of changes faster than a decision gets here.
+_MAX_CATCH_UPS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +220,9 @@ class SchedulingCycle:
     def explain(self, spec: RequestSpec) -> dict:
         """What a decision would do for the request, claiming nothing."""
         group = server_groups.resolve(spec, record=False)
+        # Nothing is claimed, so no claim's transaction checks the table:
+        # it catches up with the operators here.
+        self.host_manager.catch_up()
         with self._lock:
             self.host_manager.refresh()
             decision = self.decide(spec, group, None)
@@ -337,18 +344,19 @@ class SchedulingCycle:
                           group=server_groups.for_decision(group, uuid, hosts_of))
 
     def claim_for(self, spec: RequestSpec, uuid: str | None,
-                  selection: Selection, counted_through_us: int | None = None
-                  ) -> Claim:
+                  selection: Selection, counted_through_us: int | None = None,
+                  operator_changes: int | None = None) -> Claim:
         """The claim ``uuid`` makes on the selected node: the request's
         resources, judged by the ratios the decision used, with the owner
         and the move's source hosts a claim in Placement records
-        (``counted_through_us``: see ``Claim``)."""
+        (``counted_through_us``, ``operator_changes``: see ``Claim``)."""
         return Claim(instance_uuid=uuid or "", node_id=selection.node_id,
                      memory_mb=spec.memory_mb, vcpus=spec.vcpus,
                      disk_mb=spec.disk_mb, ratios=selection.ratios,
                      node_uuid=selection.node_uuid, project_id=spec.project_id,
                      user_id=spec.user_id, keep_on_hosts=frozenset(spec.ignore_hosts),
-                     counted_through_us=counted_through_us)
+                     counted_through_us=counted_through_us,
+                     operator_changes=operator_changes)
 
     def _offer(self, spec: RequestSpec, uuid: str | None, selection: Selection,
                claim: Claim | None = None) -> Selection:
@@ -371,15 +379,28 @@ class SchedulingCycle:
         is released: the next decision in this daemon already sees the node
         fuller and need not wait for the database. A claim lost to another
         daemon (the guarded UPDATE) takes the assumption back (the node is
-        re-read) and decides again.
+        re-read) and decides again. So does a claim decided before the
+        table read an operator's latest change (HostTableBehind), once the
+        table has caught up: every decision that starts after an operator's
+        command returned places as if it saw the change.
         """
         timing = timing if timing is not None else _Timing()
-        lost = 0
+        lost = behind = 0
         doubts_settled = False
+        # A claim's transaction checks its decision against the operators'
+        # changes; an answer that claims nothing (no instance uuid to claim
+        # for, no valid host) is checked by catching up first.
+        catch_up = not uuid
+        caught_up = False
         while True:
+            if catch_up and not caught_up:
+                self.host_manager.catch_up()
+                caught_up = True
             with self._lock:
                 self.host_manager.refresh(
                     force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
+                # Before deciding: the table may read more while it decides.
+                seen = self.host_manager.operator_changes
                 with timing.deciding():
                     decision = self.decide(spec, group, uuid)
                 if (not len(decision.order) and not doubts_settled
@@ -390,6 +411,9 @@ class SchedulingCycle:
                         decision = self.decide(spec, group, uuid)
                 self.metrics.filtered(decision.filtered.removed_counts())
                 if not len(decision.order):
+                    if not caught_up and self.host_manager.behind_operators(seen):
+                        catch_up = True
+                        continue
                     reason = decision.reason()
                     if lost:
                         reason += f"; {lost} claims lost to concurrent schedulers"
@@ -401,7 +425,7 @@ class SchedulingCycle:
                     others = [decision.selection(p) for p in
                               range(1, min(1 + alternates, len(decision.order)))]
                 claim = self.claim_for(spec, uuid, chosen,
-                                       self.host_manager.read_through_us())
+                                       self.host_manager.read_through_us(), seen)
                 self._offer(spec, uuid, chosen, claim)
                 rest = [self._offer(spec, uuid, other) for other in others]
                 self.host_manager.consume(int(decision.order[0]), claim)
@@ -440,6 +464,15 @@ class SchedulingCycle:
                 if lost >= _MAX_LOST_CLAIMS:
                     raise exception.NoValidHost(
                         f"{lost} claims lost to concurrent schedulers")
+            except exception.HostTableBehind as err:
+                behind += 1
+                self.host_manager.source.note_withdrawn(claim)
+                self._forget_assumption(chosen.node_id)
+                if behind > _MAX_CATCH_UPS:
+                    raise
+                LOG.info("Instance %s was decided before an operator's change "
+                         "was read (%s); deciding again", uuid, err.message)
+                self.host_manager.catch_up()
             except BaseException:
                 self.host_manager.source.note_withdrawn(claim)
                 self._forget_assumption(chosen.node_id)

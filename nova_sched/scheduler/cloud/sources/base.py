@@ -34,6 +34,9 @@ class HostRows:
     aggregates: list[AggregateInfo] | None = None
     unclaimed: dict[str, int] | None = None
     full: bool = False
+    # How many operators' changes (db.operator_changes) the rows hold at
+    # least; None: the source keeps no such count.
+    operator_changes: int | None = None
 
 
 class HostSource(Protocol):
@@ -57,6 +60,11 @@ class HostSource(Protocol):
 
     def load_node(self, node_id: int) -> HostRows:
         """One node and its service, read again now."""
+
+    def operator_changes(self) -> int | None:
+        """How many changes operators have made to what decisions read
+        (``db.operator_changes``), read now; None: the source keeps no
+        such count (what it is told is in its memory at once)."""
 
     def unclaimed_by_host(self) -> dict[str, int]:
         """host -> instances it runs that hold no claim of this scheduler."""

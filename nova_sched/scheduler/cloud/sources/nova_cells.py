@@ -483,6 +483,12 @@ class NovaCellsSource:
             return HostRows([node] if node is not None else [],
                             [self._service_row(row["host"])])
 
+    def operator_changes(self) -> int | None:
+        # Operators change nova's cloud through nova's API: what it writes
+        # is read by the poller, what it casts (aggregates, instances) is in
+        # this object's memory at once, for the next refresh to apply.
+        return None
+
     def settle_doubts(self) -> HostRows | None:
         """Read again the nodes holding claims a read may have counted
         already; None when there are none."""
