@@ -26,7 +26,9 @@ nova_cells_opts = [
         "(services, compute nodes, host mappings, instances, aggregates) and "
         "of the providers' usages in Placement. A compute node mapped by "
         "'nova-manage cell_v2 discover_hosts' becomes a candidate within "
-        "this time. Decisions never wait for these reads.",
+        "this time, and a change nova writes (a service disabled, an "
+        "aggregate) is seen by every decision after the next read. "
+        "Decisions never wait for these reads.",
     ),
     cfg.FloatOpt(
         "resync_interval",
@@ -44,8 +46,11 @@ nova_cells_opts = [
         "instance stamped too far in the past, or a row deleted outright "
         "(nova-manage db archive_deleted_rows), is seen only at the next "
         "reconciliation. Only the differences reach the host table, so "
-        "decisions are not held by it. Measured at 10,000 compute nodes: "
-        "see the operator guide for its cost.",
+        "decisions are not held by it. Measured at 10,000 compute nodes and "
+        "100,000 instances: about 1.3 s of CPU and 3 s per reconciliation, "
+        "about 2 % of a core at 60 s (operator guide, 'When a change is "
+        "seen'). Raise it on larger clouds; lower it where such a change "
+        "must not wait a minute.",
     ),
 ]
 
