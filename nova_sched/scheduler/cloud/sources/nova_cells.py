@@ -33,7 +33,8 @@ after its stamp (a writer's clock behind, a long transaction, a lagging
 replica, tooling that inserts rows in bulk): the ``since`` of a read is
 the database's own clock at its start, less ``_OVERLAP``, so the
 scheduler's clock plays no part; a new row is caught by its id whatever
-its stamps; and every ``[nova_cells] resync_interval`` seconds the compute
+its stamps (unless a row of a higher id was read before it committed); and
+every ``[nova_cells] resync_interval`` seconds the compute
 nodes and instances are read whole and compared with what is known
 (``_reconcile``), which catches a changed row stamped too far in the past
 and a row deleted outright (``nova-manage db archive_deleted_rows``).
