@@ -16,6 +16,7 @@ the reports coming.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 
@@ -33,6 +34,7 @@ from nova_sched.scheduler.wire import request
 from tests.unit.scheduler.conftest import (RecordingComputeAPI, RecordingNotifier,
                                            boot_request, claimed_memory,
                                            compute_report)
+from tests.db_backends import server_scheduler_database
 from tests.unit.scheduler.test_spec_obj import prim
 
 ROUNDS = 100
@@ -94,14 +96,22 @@ class Cloud:
         return outcome.selections[0].host
 
 
-@pytest.fixture
-def cloud(db, ctxt):
+@contextlib.contextmanager
+def _cloud(ctxt):
     CONF.set_override("transport_url", "fake:")
     CONF.set_override("enabled_filters", FILTERS, group="filter_scheduler")
     CONF.set_override("weight_classes", ["RAMWeigher"], group="filter_scheduler")
     c = Cloud(ctxt)
-    yield c
-    c.close()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def cloud(db, ctxt):
+    with _cloud(ctxt) as c:
+        yield c
 
 
 def _tenant_metadata(cloud, on):
@@ -175,6 +185,19 @@ KINDS = {
 @pytest.mark.parametrize("path", ["claimed", "explain"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_change_is_seen_by_the_next_decision(cloud, kind, path):
+    _rounds(cloud, kind, path)
+
+
+@pytest.mark.parametrize("kind", ["tenant_metadata", "service"])
+@pytest.mark.parametrize("backend", ["postgresql", "mysql"])
+def test_on_database_servers(backend, kind, ctxt):
+    """The count read in the claim's transaction under the servers' own
+    isolation (PostgreSQL's read committed, InnoDB's repeatable read)."""
+    with server_scheduler_database(backend), _cloud(ctxt) as cloud:
+        _rounds(cloud, kind, "claimed")
+
+
+def _rounds(cloud, kind, path):
     change, args, when_on, when_off = KINDS[kind]
     _setup(cloud, kind)
     assert cloud.decide(path, **args) == when_off
