@@ -73,12 +73,14 @@ def _numa() -> str:
                        "nova_object.data": {"cells": [cell(0), cell(1)]}})
 
 
-def populate(tables, cell: str, nodes: int, per_node: int) -> None:
-    """Services, compute nodes, host mappings and instances, in bulk."""
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+def populate(tables, cell: str, nodes: int, per_node: int, first: int = 0,
+             stamp: dt.datetime | None = None) -> list[str]:
+    """Services, compute nodes, host mappings and instances, in bulk, all
+    stamped ``stamp`` (default now); returns the nodes' uuids."""
+    now = stamp or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
     engine = tables.cells[cell]
     numa = _numa()
-    hosts = [f"node-{i:05d}" for i in range(nodes)]
+    hosts = [f"node-{i:05d}" for i in range(first, first + nodes)]
     with engine.begin() as conn:
         conn.execute(sa.text(
             "INSERT INTO services (host, `binary`, topic, last_seen_up, created_at, "
@@ -110,6 +112,7 @@ def populate(tables, cell: str, nodes: int, per_node: int) -> None:
     with tables.api.begin() as conn:
         conn.execute(sa.text("INSERT INTO host_mappings (cell_id, host) VALUES (:c, :h)"),
                      [{"c": cell_id, "h": h} for h in hosts])
+    return [str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, h)) for h in hosts]
 
 
 def heartbeats(engine, stop: threading.Event, every: float = 10.0) -> None:
@@ -236,6 +239,33 @@ def run(args) -> dict:
                               "cpu_s": time.thread_time() - cpu})
             stop.set()
 
+        late: dict = {}
+
+        def register_late():
+            """Nodes registered in bulk while the daemon runs, stamped a
+            minute before they become visible (tooling, a writer's clock
+            behind): candidates once the host table has them."""
+            if not args.late_nodes or stop.wait(args.refresh_interval * 1.5):
+                return
+            stamped = (dt.datetime.now(dt.timezone.utc).replace(tzinfo=None, microsecond=0)
+                       - dt.timedelta(seconds=60))
+            names = {f"node-{i:05d}" for i in range(args.nodes, args.nodes + args.late_nodes)}
+            for name in names:
+                with placement.lock:
+                    placement.add_provider(str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, name)),
+                                           64, 393216, 2000)
+            populate(tables, cell, args.late_nodes, 0, first=args.nodes, stamp=stamped)
+            visible = time.monotonic()
+            while not stop.wait(0.05):
+                with host_manager.lock:
+                    known = sum(1 for (host, _node) in host_manager.table.index
+                                if host in names)
+                if known == len(names):
+                    late["candidates_after_s"] = round(time.monotonic() - visible, 2)
+                    return
+            late["candidates_after_s"] = None
+            late["known_at_end"] = known
+
         def refresher():
             while not stop.wait(0.5):
                 host_manager.refresh_changes(may_rebuild=False)
@@ -249,7 +279,7 @@ def run(args) -> dict:
                 cycle.release([o.instance_uuid for o in outcomes if o.error is None])
 
         threads = [threading.Thread(target=f, daemon=True)
-                   for f in (poller, refresher, decider)]
+                   for f in (poller, refresher, decider, register_late)]
         threads.append(threading.Thread(target=heartbeats, args=(tables.cells[cell], stop),
                                         daemon=True))
         for thread in threads:
@@ -270,7 +300,8 @@ def run(args) -> dict:
              if not any(s < pe and e > ps for ps, pe in any_poll)]
     result = {"nodes": args.nodes, "instances": args.nodes * args.instances_per_node,
               "populate_s": round(populated, 1), "first_read": first, "polls": {},
-              "decisions_ms": {}, "queries": queries}
+              "decisions_ms": {}, "queries": queries,
+              "late_nodes": dict(late, n=args.late_nodes)}
     for kind in ("change", "reconcile"):
         mine = [p for p in polls if p["kind"] == kind]
         result["polls"][kind] = {
@@ -298,6 +329,11 @@ def report(result: dict) -> str:
             lines.append(f"{kind:<12} {p['n']:>5}   {p['wall_s_p50']:7.3f} s "
                          f"{p['wall_s_max']:7.3f} s  {p['cpu_s_p50']:6.3f} s  "
                          f"{p['cpu_s_max']:6.3f} s")
+    late = result["late_nodes"]
+    if late["n"]:
+        lines.append(f"{late['n']:,} nodes registered in bulk during the run, stamped a "
+                     f"minute before: all in the host table after "
+                     f"{late.get('candidates_after_s')} s")
     lines.append("read alone (best of 3)                     rows    wall s    CPU s")
     for name, q in result["queries"].items():
         lines.append(f"{name:<38} {q['rows']:>9,}  {q['wall_s']:7.3f}  {q['cpu_s']:7.3f}")
@@ -317,6 +353,9 @@ def main() -> int:
     parser.add_argument("--by-change", type=int, default=3,
                         help="reads by change before each reconciliation")
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--late-nodes", type=int, default=1000,
+                        help="nodes registered in bulk during the run, stamped a "
+                        "minute before they are visible (0: none)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = run(args)
