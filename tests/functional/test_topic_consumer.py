@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -734,3 +735,78 @@ def test_what_handlers_left_for_later_is_finished_before_a_request_delivered_aga
     assert order == ["idle", "redelivered slow"]
     assert idle == [1]
     _wait(lambda: consumer_b.acknowledged == 2, "both of B's messages acknowledged")
+
+
+# -- 7. failing over ---------------------------------------------------------------
+def test_a_topic_queue_the_broker_cannot_find_while_failing_over_keeps_its_requests(
+        harness, broker, monkeypatch):
+    """A daemon whose broker node dies consumes again through another, and
+    declares its queues again there. While a quorum queue's new leader is
+    being elected RabbitMQ may answer that declare with 404 ("failed to
+    perform operation on queue ... due to timeout"). The topic's queue then
+    still holds every request waiting and every one the dead connection
+    held: the consumer must declare it again later, never delete it.
+
+    The window is forced: the connection is cut with requests held and
+    waiting, and the first declare of the topic's queue after it answers
+    404 as RabbitMQ would."""
+    import amqp
+    import kombu
+
+    from nova_sched.conf import CONF
+
+    harness.transport()  # registers the rabbit driver's options on CONF
+    for name, value in (("rabbit_quorum_queue", True), ("rabbit_qos_prefetch_count", 5),
+                        ("kombu_reconnect_delay", 0.2)):
+        CONF.set_override(name, value, group="oslo_messaging_rabbit")
+    # Quorum queues want a durable exchange; the module's other tests made
+    # the default one transient on this vhost.
+    CONF.set_override("control_exchange", f"ex_{harness.topic}")
+    refused: list[str] = []
+    armed = threading.Event()
+    declare = kombu.Queue.declare
+
+    def declare_once_refused(queue, *args, **kwargs):
+        if queue.name == harness.topic and armed.is_set():
+            armed.clear()
+            refused.append(queue.name)
+            raise amqp.exceptions.NotFound(
+                f"NOT_FOUND - failed to perform operation on queue '{queue.name}' "
+                "due to timeout", (50, 10), reply_code=404)
+        return declare(queue, *args, **kwargs)
+
+    monkeypatch.setattr(kombu.Queue, "declare", declare_once_refused)
+    try:
+        ep = harness.endpoint()
+        consumer = harness.consumer(ep, threads=2)
+        client = harness.client()
+        total = 30
+        for n in range(total):
+            client.cast(harness.context(), "slow", value=n)
+        _wait(lambda: consumer.in_hand() == 5 and len(ep.started) == 2,
+              "the consumer to hold 5, two of them started")
+        _wait_queue(broker, harness.topic, lambda ready, unacked: ready == total - 5,
+                    "the other 25 to wait in the queue")
+
+        # The node dies under the consumer: its socket goes, and with it
+        # the 5 it held return to the queue.
+        armed.set()
+        consumer.connection.connection.sock.shutdown(socket.SHUT_RDWR)
+        _wait(lambda: refused, "the declare after the failover to be refused")
+        _wait(lambda: consumer.reconnects >= 1 and consumer.problem() is None,
+              "the consumer to consume again")
+
+        ep.gate.set()
+        # The two started on the lost connection finish as well; each of the
+        # 30 is handled at least once, whatever was delivered again.
+        _wait(lambda: set(ep.done) == set(range(total)),
+              f"all {total} requests handled", timeout=30)
+        _wait_queue(broker, harness.topic,
+                    lambda ready, unacked: (ready, unacked) == (0, 0),
+                    "the topic queue to be empty")
+    finally:
+        harness.close()  # its connections were made with the overrides
+        for name in ("rabbit_quorum_queue", "rabbit_qos_prefetch_count",
+                     "kombu_reconnect_delay"):
+            CONF.clear_override(name, group="oslo_messaging_rabbit")
+        CONF.clear_override("control_exchange")

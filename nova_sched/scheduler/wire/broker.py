@@ -236,7 +236,16 @@ class RabbitSettings:
 
 def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Queue:
     """Declare ``queue`` (and its exchange and binding) on ``channel``, with
-    the rabbit driver's two ways out of a refused declaration."""
+    the rabbit driver's two ways out of a refused declaration.
+
+    A 404 (NOT_FOUND) deletes and declares again only a queue that is not
+    durable: that one lived on a node gone, and its messages with it. A
+    durable queue's 404 is raised, for the caller to declare it again
+    later: RabbitMQ answers it for a quorum queue whose leader is being
+    elected ("failed to perform operation on queue ... due to timeout")
+    and for a durable queue whose node is down, and deleting it then would
+    delete every message it holds (every request waiting on the topic).
+    """
     bound = queue(channel)
     try:
         bound.declare()
@@ -257,14 +266,20 @@ def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Q
                 queue_arguments=queue.queue_arguments,
                 consumer_arguments=queue.consumer_arguments)(channel)
             bound.declare()
-        elif code == 404:
-            # A queue left on a node that no longer answers: gone once
-            # deleted, declared anew on a live node.
+        elif code == 404 and not queue.durable:
+            # A transient queue left on a node that no longer answers: its
+            # messages are gone with that node; deleted, it is declared
+            # anew on a live one (oslo.messaging's bug 2068630).
             LOG.warning("Queue %s is stuck on an unresponsive node (%s); "
                         "deleting and declaring it again", queue.name, err)
             with contextlib.suppress(*channel_errors):
                 bound.delete()
             bound.declare()
+        elif code == 404:
+            LOG.warning("Durable queue %s cannot be declared now (%s); it is "
+                        "kept, with its messages, and declared again",
+                        queue.name, err)
+            raise
         else:
             raise
     return bound
