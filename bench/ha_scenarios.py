@@ -19,7 +19,9 @@ must run (the tests use them beside their private clusters).
 ``--keep-failed DIR``: a scenario that fails keeps its evidence (every
 daemon's log, the broker nodes' logs and queue state, the database's state
 of each request: ``clusters.FailureEvidence``) under DIR, and the whole
-pytest output of a failed run is written to ``DIR/run-N.txt``. ``--busy N``
+pytest output of a failed run (with ``--keep-output``, of every run) is
+written there too. "sender again": casts the test's client (oslo.messaging)
+could not get confirmed and made again. ``--busy N``
 keeps N processes spinning on the CPU beside the runs (at normal priority),
 as a loaded CI machine would. Each run's line names the commit of the tree
 it ran (``+`` when the tree had changes not committed).
@@ -45,8 +47,9 @@ MODULES = {
 LINE = re.compile(
     r"^(?P<name>[a-z][\w-]*): sent=(?P<sent>\d+) placed=(?P<placed>\d+) "
     r"error=(?P<error>\d+) lost=(?P<lost>\d+) claimed_twice=(?P<claimed_twice>\d+) "
-    r"cast_twice=(?P<cast_twice>\d+) longest_pause=(?P<pause>[\d.]+)s")
-COUNTS = ("sent", "placed", "error", "lost", "claimed_twice", "cast_twice")
+    r"cast_twice=(?P<cast_twice>\d+) longest_pause=(?P<pause>[\d.]+)s"
+    r"(?:.*? casts_not_confirmed=(?P<unconfirmed>\d+))?")
+COUNTS = ("sent", "placed", "error", "lost", "claimed_twice", "cast_twice", "unconfirmed")
 
 
 KEPT = re.compile(r"evidence of this failure kept in (\S+)")
@@ -66,7 +69,8 @@ def _run_once(modules: list[str], keep: pathlib.Path | None
     for line in done.stdout.splitlines():
         match = LINE.match(line.strip())
         if match:
-            figures.append(match.groupdict())
+            figures.append({**match.groupdict(),
+                            "unconfirmed": match["unconfirmed"] or "0"})
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     return figures, summary, done.returncode, took, done.stdout + done.stderr
 
@@ -90,6 +94,8 @@ def main() -> int:
                         help="run only these modules (repeatable)")
     parser.add_argument("--keep-failed", type=pathlib.Path, metavar="DIR",
                         help="keep the evidence and pytest output of failed runs here")
+    parser.add_argument("--keep-output", action="store_true",
+                        help="with --keep-failed: the pytest output of every run too")
     parser.add_argument("--busy", type=int, default=0, metavar="N",
                         help="keep N processes spinning on the CPU meanwhile")
     args = parser.parse_args()
@@ -119,10 +125,10 @@ def _runs(args: argparse.Namespace, modules: list[str]) -> int:
             failed.append((number, summary))
             for kept in KEPT.findall(output):
                 print(f"  evidence kept in {kept}", flush=True)
-            if args.keep_failed is not None:
-                path = args.keep_failed / f"run-{number}.txt"
-                path.write_text(output)
-                print(f"  pytest output in {path}", flush=True)
+        if args.keep_failed is not None and (code != 0 or args.keep_output):
+            path = args.keep_failed / f"run-{number}-{os.getpid()}.txt"
+            path.write_text(output)
+            print(f"  pytest output in {path}", flush=True)
         for fig in figures:
             total = totals[fig["name"]]
             total["runs"] += 1
@@ -132,16 +138,19 @@ def _runs(args: argparse.Namespace, modules: list[str]) -> int:
             print(f"  {fig['name']}: sent {fig['sent']}, placed {fig['placed']}, "
                   f"error {fig['error']}, lost {fig['lost']}, claimed twice "
                   f"{fig['claimed_twice']}, cast twice {fig['cast_twice']}, "
-                  f"longest pause {fig['pause']} s", flush=True)
+                  f"longest pause {fig['pause']} s, casts the sender made again "
+                  f"{fig['unconfirmed']}", flush=True)
     print(f"\nover {args.runs} runs ({len(failed)} with a failed test):")
     print(f"{'scenario':32} {'runs':>4} {'sent':>6} {'placed':>6} {'error':>5} "
-          f"{'lost':>4} {'claimed 2x':>10} {'cast 2x':>7} {'longest pause: median (max)':>28}")
+          f"{'lost':>4} {'claimed 2x':>10} {'cast 2x':>7} {'longest pause: median (max)':>28} "
+          f"{'sender again':>12}")
     for name, total in totals.items():
         pauses = sorted(total["pauses"])
         print(f"{name:32} {total['runs']:>4} {total['sent']:>6} {total['placed']:>6} "
               f"{total['error']:>5} {total['lost']:>4} {total['claimed_twice']:>10} "
               f"{total['cast_twice']:>7} "
-              f"{pauses[len(pauses) // 2]:>17.2f} s ({pauses[-1]:.2f} s)")
+              f"{pauses[len(pauses) // 2]:>17.2f} s ({pauses[-1]:.2f} s) "
+              f"{total['unconfirmed']:>12}")
     for number, summary in failed:
         print(f"run {number} failed: {summary}")
     return 0
