@@ -7,6 +7,7 @@ The publisher runs in the pytest process on a vhost private to this module.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -132,3 +133,102 @@ def test_messages_the_broker_refuses_are_sent_again_until_it_takes_them(
     assert sorted(_text(m) for m in got) == sorted(f'{{"n": {n}}}' for n in range(6))
     assert any("Publishing message" in r.getMessage() and "refused" in r.getMessage()
                for r in caplog.records)
+
+
+# -- the sender's side: oslo.messaging's client ---------------------------------
+# A request is the daemons' once the broker has confirmed its cast to the
+# sender (nova's compute-api, or any oslo.messaging client); until then it
+# is the sender's. These two pin what oslo.messaging's client does with a
+# cast the broker does not take, which doc/guarantees.md ("Delivery") tells
+# senders to rely on.
+def _oslo_client(broker, tmp_path, exchange: str, topic: str):
+    import oslo_messaging as messaging
+
+    config = tmp_path / "sender.conf"
+    config.write_text(f"[DEFAULT]\ntransport_url = {broker.url}\n"
+                      f"control_exchange = {exchange}\n"
+                      "[oslo_messaging_rabbit]\nrabbit_retry_interval = 1\n"
+                      "rabbit_retry_backoff = 0\nkombu_reconnect_delay = 0.1\n")
+    transport = messaging.get_rpc_transport(cloudlib.client_conf(config))
+    return transport, messaging.get_rpc_client(
+        transport, messaging.Target(topic=topic, version="2.0"))
+
+
+def _n(message) -> int:
+    """The ``n`` argument of a cast, read from oslo's 2.0 envelope."""
+    return json.loads(json.loads(_text(message))["oslo.message"])["args"]["n"]
+
+
+def _full_queue(reader, exchange: str, topic: str) -> None:
+    """The topic's queue, bound as oslo binds it, refusing publishes past one
+    message (the broker nacks them, as it does a publish it cannot take)."""
+    import kombu
+
+    kombu.Queue(topic, kombu.Exchange(exchange, type="topic", durable=False),
+                routing_key=topic,
+                queue_arguments={"x-max-length": 1, "x-overflow": "reject-publish"},
+                )(reader.default_channel).declare()
+
+
+def test_oslo_messagings_cast_never_returns_without_the_brokers_confirm(
+        broker, reader, tmp_path):
+    """A cast the broker refuses (a nack) either raises MessageDeliveryFailure
+    or is published again until the broker takes it, and only then returns
+    (which of the two depends on kombu's and py-amqp's releases: kombu 5.7
+    with py-amqp 5.4 publish it again, kombu 5.3 with py-amqp 5.1 raise at
+    once). It never returns while the broker has not taken it: a sender
+    whose cast returned has handed its request over; one whose cast raised
+    still holds it."""
+    import oslo_messaging as messaging
+
+    exchange, topic = f"ex_{uuid.uuid4().hex[:8]}", f"tq_{uuid.uuid4().hex[:8]}"
+    _full_queue(reader, exchange, topic)
+    transport, client = _oslo_client(broker, tmp_path, exchange, topic)
+    outcome: list = []
+    try:
+        client.cast({}, "run_instance", n=1)
+
+        def second():
+            try:
+                client.cast({}, "run_instance", n=2)
+                outcome.append("returned")
+            except messaging.MessageDeliveryFailure as err:
+                outcome.append(err)
+
+        sending = threading.Thread(target=second, daemon=True)
+        sending.start()
+        sending.join(3)
+        assert outcome[:1] != ["returned"], "a cast the broker refused returned"
+        (first,) = _take(reader, topic, 1)  # room for one more
+        sending.join(WAIT)
+        assert outcome, "the refused cast neither raised nor went out again"
+        if outcome == ["returned"]:
+            (again,) = _take(reader, topic, 1)
+            assert (_n(first), _n(again)) == (1, 2)
+        else:
+            assert _n(first) == 1
+        assert reader.default_channel.basic_get(topic, no_ack=True) is None, \
+            "the refused cast arrived, or arrived twice"
+    finally:
+        transport.cleanup()
+
+
+def test_oslo_messagings_cast_with_a_retry_limit_raises_when_not_confirmed(
+        broker, reader, tmp_path):
+    """With a retry limit (``prepare(retry=N)``) a cast the broker keeps
+    refusing raises MessageDeliveryFailure: the request was not handed
+    over, and the sender must cast it again (or fail it visibly)."""
+    import oslo_messaging as messaging
+
+    exchange, topic = f"ex_{uuid.uuid4().hex[:8]}", f"tq_{uuid.uuid4().hex[:8]}"
+    _full_queue(reader, exchange, topic)
+    transport, client = _oslo_client(broker, tmp_path, exchange, topic)
+    try:
+        client.cast({}, "run_instance", n=1)
+        with pytest.raises(messaging.MessageDeliveryFailure):
+            client.prepare(retry=1).cast({}, "run_instance", n=2)
+        (only,) = _take(reader, topic, 1)
+        assert _n(only) == 1
+        assert reader.default_channel.basic_get(topic, no_ack=True) is None
+    finally:
+        transport.cleanup()
