@@ -4,6 +4,7 @@ python of a venv holding nova and openstack-placement.
     <nova venv>/bin/python bench/nova_cloud_register.py \
         --api-db URL --cell-db URL --placement-db URL --total 10000 \
         [--nova-conf nova.conf] [--prefix bench-node-] [--heartbeat-every 10]
+        [--stamped-behind 60]
 
 nova-compute with the fake driver (``compute_driver = fake.FakeDriver``)
 leaves, per node: a ``services`` row (binary ``nova-compute``, the current
@@ -185,7 +186,7 @@ def register(args) -> dict:
     t = templates(missing[0], args.nova_conf)
     result["traits"] = t["traits"]
     result["service_version"] = t["service_version"]
-    now = _now()
+    now = _now() - dt.timedelta(seconds=args.stamped_behind)
 
     # Cell database: services, then compute_nodes pointing at them.
     with cell.begin() as conn:
@@ -300,6 +301,10 @@ def main() -> int:
                         "nova-compute would read: ratios, reserved_host_memory_mb)")
     parser.add_argument("--total", type=int, default=0)
     parser.add_argument("--prefix", default="bench-node-")
+    parser.add_argument("--stamped-behind", type=float, default=0,
+                        help="seconds before now the new rows are stamped: a "
+                        "writer whose clock is behind, or rows that become "
+                        "visible long after their stamps (default 0)")
     parser.add_argument("--heartbeat", action="store_true")
     parser.add_argument("--heartbeat-every", type=float, default=0)
     args = parser.parse_args()
