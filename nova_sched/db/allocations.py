@@ -86,6 +86,8 @@ def _guarded_claim():
     # the CASE must read ``changed_at`` before it moves. A claim the
     # claimer counted in its own host table is marked as the claimer's,
     # as its reports are, so that its refreshes do not read the row back.
+    # A decision no operator's command has overtaken (db.operator_changes).
+    guards.append(db_operator_changes.at_most("req_changes"))
     return (
         sa.update(_NODES)
         .where(n.id == sa.bindparam("req_node"), n.deleted == sa.false(), *guards)
@@ -100,6 +102,9 @@ def _guarded_claim():
     )
 
 
+# A count no decision's table will reach: a claim whose decision names no
+# count passes the operators' guard.
+_UNCHECKED = 2 ** 62
 _CLAIM = _guarded_claim()
 _INSERT_ALLOCATION = sa.insert(_ALLOC)
 _ALLOCATIONS_OF_ONE = sa.select(_ALLOC).where(
@@ -176,8 +181,6 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
     now = db_api.utcnow()
     event_id = None
     with db_api.transaction() as conn:
-        if operator_changes is not None:
-            db_operator_changes.check(conn, operator_changes)
         if new is not None and placement is not None:
             try:
                 # First, so that a request recorded before costs nothing
@@ -200,10 +203,13 @@ def _claim(token: str, instance_uuid: str, node_id: int, memory_mb: int,
             # A NULL writer never matches: the row is marked as no one's.
             "req_by": None if counted_through_us is None else db_api.writer_id(),
             "req_seen": counted_through_us or 0,
+            "req_changes": _UNCHECKED if operator_changes is None else operator_changes,
         }
         params.update({f"{name}_ratio": float(value) for name, value in ratios.items()})
         if execute(conn, _CLAIM, params) != 1:
             # Leaving the block by an exception rolls the release back too.
+            if operator_changes is not None:
+                db_operator_changes.check(conn, operator_changes)
             raise exception.ClaimFailed(
                 f"claim for {instance_uuid} on compute node {node_id} failed: "
                 "not enough free resources")

@@ -136,6 +136,18 @@ def execute(conn: sa.Connection, statement, params: Mapping[str, Any]) -> int:
         cursor.close()
 
 
+def scalar(conn: sa.Connection, statement, params: Mapping[str, Any]) -> Any:
+    """Run the SELECT ``statement`` once with ``params``; the first column
+    of its first row (None: no row). Same caching as ``execute_many``."""
+    plan = _plan(statement, conn.dialect, row=params)
+    cursor = run(conn, plan.sql, _parameters(plan, [params])[0])
+    try:
+        row = cursor.fetchone()
+        return None if row is None else row[0]
+    finally:
+        cursor.close()
+
+
 def insert_id(conn: sa.Connection, statement, params: Mapping[str, Any]) -> int:
     """Run the INSERT ``statement`` of one row; the row's primary key (a
     single integer column): RETURNING where the dialect has it, else the
