@@ -42,8 +42,10 @@ class HostRows:
 class HostSource(Protocol):
     """Where the host table's rows come from."""
 
-    # Whether the table must be rebuilt from ``load_all`` every [scheduler]
-    # host_state_resync_interval (a source that cannot miss a change says no).
+    # Whether the table must be reloaded from ``load_all`` every [scheduler]
+    # host_state_resync_interval (a source that cannot miss a change, or
+    # reconciles itself with what it reads, as nova_cells does every
+    # [nova_cells] resync_interval, says no).
     periodic_resync: bool
     # Whether the source knows each host's instances itself (nova's cells),
     # so that nova's instance-info casts go to it (note_instances,
