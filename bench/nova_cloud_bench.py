@@ -146,6 +146,9 @@ class Bench:
             # Placement fills its traits and resource classes at start-up.
             self.cloud.placement.get("/traits?name=in:OWNER_NOVA")
 
+    # More arguments of nova_cloud_register.py's registering run.
+    register_args: tuple[str, ...] = ()
+
     def register(self, size: int) -> dict:
         with self.phases.timed("register nodes", nodes=size) as row:
             out = self.cloud.run("register", [
@@ -154,7 +157,8 @@ class Bench:
                 "--cell-db", self.cloud.dbs.url("cell1"),
                 "--placement-db", self.cloud.dbs.url("placement"),
                 "--nova-conf", str(self.cloud.nova_conf),
-                "--prefix", PREFIX, "--total", str(size)], timeout=1800)
+                "--prefix", PREFIX, "--total", str(size), *self.register_args],
+                timeout=1800)
             done = json.loads(out.strip().splitlines()[-1])
             row["added"] = done["added"]
         if "heartbeat" not in self.cloud.procs:
