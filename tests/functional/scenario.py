@@ -373,6 +373,11 @@ class Audit:
         by_instance = collections.defaultdict(list)
         for a in allocs:
             by_instance[a["instance_uuid"]].append(a)
+        # For ``evidence``: an instance's claims as they are, so that a
+        # placed instance whose cast never arrived does not read as one
+        # whose claim was released.
+        self.allocations = {u: [(a["node_host"], a["memory_mb"]) for a in held]
+                            for u, held in by_instance.items()}
         self.errors = [u for u in uuids if (rows.get(u) or {}).get("vm_state") == "error"]
         self.placed = [u for u in uuids if u not in self.errors
                        and (rows.get(u) or {}).get("host")]

@@ -148,7 +148,7 @@ def test_the_active_node_killed_mid_burst(galera, workdir, rabbitmq):
         print(f"node 1 killed {killed_at - burst_start:.2f}s into the burst", flush=True)
         problems = audit.problems(cast_twice_allowed=0)
         assert not problems, "\n".join(problems) + "\n" + scenario.evidence(
-            c.cloud, DAEMONS, audit.rows, audit.casts, {}, audit.lost)
+            c.cloud, DAEMONS, audit.rows, audit.casts, audit.allocations, audit.lost)
         assert not audit.errors, {u: audit.faults[u] for u in audit.errors[:5]}
         assert audit.longest_pause < 20, audit.longest_pause
         for node in (2, 3):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import signal
 import threading
 import time
@@ -94,6 +95,12 @@ class _Cloud(scenario.BurstCloud):
             self.cloud, self.fleet, self.uuids))
         self.evidence.probe("daemons", self.endpoints_report)
         self.evidence.probe("sender", self.sender_report)
+        # The test's own oslo.messaging (its client, the fleet's RPC server)
+        # fails over too: what it said, e.g. a queue it deleted and
+        # declared anew after a 404, belongs with the evidence.
+        self.oslo_said = _Remembered()
+        logging.getLogger("oslo_messaging").addHandler(self.oslo_said)
+        self.evidence.probe("test-process-oslo-messaging", self.oslo_said.text)
         self.daemons.start_all()
         self.fleet.register(self.cloud, HOSTS, 2.0, 2.5)
         self.watch()
@@ -137,7 +144,7 @@ class _Cloud(scenario.BurstCloud):
     def check(self, audit: scenario.Audit) -> None:
         problems = audit.problems(cast_twice_allowed=REQUEST_THREADS * len(DAEMONS))
         assert not problems, "\n".join(problems) + "\n" + scenario.evidence(
-            self.cloud, DAEMONS, audit.rows, audit.casts, {},
+            self.cloud, DAEMONS, audit.rows, audit.casts, audit.allocations,
             audit.lost + audit.unannounced)
         assert not audit.errors, {u: audit.faults[u] for u in audit.errors[:5]}
         assert all(self.daemons.alive().values()), self.daemons.alive()
@@ -149,9 +156,25 @@ class _Cloud(scenario.BurstCloud):
             assert "cluster-secret" not in log
 
     def close(self) -> None:
+        logging.getLogger("oslo_messaging").removeHandler(self.oslo_said)
         super().close()
         # The daemons' last lines (their shutdown) into what was kept.
         self.evidence.refresh()
+
+
+class _Remembered(logging.Handler):
+    """oslo.messaging's warnings and errors in the test process, timed."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.levelname} {record.name}: "
+                          f"{record.getMessage()[:500]}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
 
 def _cast_in_background(cloud: _Cloud, requests) -> threading.Thread:
