@@ -1,7 +1,7 @@
 """Read your writes: an operator's change is seen by the very next decision.
 
 Each kind of change an operator makes to what decisions read (through the
-functions ``nova-sched-manage`` runs, or nova's 4.1 fanout casts) is made,
+functions ``nova-sched-manage`` runs, or nova's 4.1 and 4.2 fanout casts) is made,
 then at once comes a decision that must see it: a claimed one (the way of
 run_instance and select_destinations) and a dry run (explain). Each kind
 runs a hundred rounds, while the host table's reader reads in a loop beside
@@ -39,7 +39,10 @@ from tests.unit.scheduler.test_spec_obj import prim
 
 ROUNDS = 100
 FILTERS = ["RamFilter", "ComputeFilter", "AvailabilityZoneFilter",
-           "AggregateMultiTenancyIsolation", "AggregateInstanceExtraSpecsFilter"]
+           "AggregateMultiTenancyIsolation", "AggregateInstanceExtraSpecsFilter",
+           "NumInstancesFilter"]
+# NumInstancesFilter's limit: two instances nova says b1 runs fill it.
+MAX_INSTANCES = 2
 FILLERS = [f"f{n}" for n in range(1, 9)]
 SSD = {"aggregate_instance_extra_specs:ssd": "true"}
 
@@ -101,6 +104,7 @@ def _cloud(ctxt):
     CONF.set_override("transport_url", "fake:")
     CONF.set_override("enabled_filters", FILTERS, group="filter_scheduler")
     CONF.set_override("weight_classes", ["RAMWeigher"], group="filter_scheduler")
+    CONF.set_override("max_instances_per_host", MAX_INSTANCES, group="filter_scheduler")
     c = Cloud(ctxt)
     try:
         yield c
@@ -156,6 +160,18 @@ def _fanout(cloud, on):
         cloud.v4.delete_aggregate(cloud.ctxt, agg)
 
 
+def _instance_info(cloud, on):
+    # nova's 4.2 casts: new instances b1 runs, then each one deleted.
+    if on:
+        cloud.running_on_b1 = [str(uuid.uuid4()) for _ in range(MAX_INSTANCES)]
+        cloud.v4.update_instance_info(cloud.ctxt, "b1", prim("InstanceList", {
+            "objects": [prim("Instance", {"uuid": u, "host": "b1"}, version="2.8")
+                        for u in cloud.running_on_b1]}, version="2.6"))
+    else:
+        for u in cloud.running_on_b1:
+            cloud.v4.delete_instance_info(cloud.ctxt, "b1", u)
+
+
 def _setup(cloud, kind):
     if kind in ("tenant_metadata", "tenant_host"):
         db_aggregates.create("tenant")
@@ -179,6 +195,7 @@ KINDS = {
     "extra_spec": (_extra_spec, {"extra_specs": SSD}, "a1", None),
     "aggregate_made": (_aggregate_made, {}, "a1", "b1"),
     "fanout": (_fanout, {}, "a1", "b1"),
+    "instance_info": (_instance_info, {}, "a1", "b1"),
 }
 
 
@@ -258,3 +275,74 @@ def test_the_claims_transaction_refuses_a_table_behind(db):
     allocations.claim(str(uuid.uuid4()), node_id, 512, 1, 1024, ratios,
                       operator_changes=operator_changes.current())
     assert claimed_memory("c1") == 512
+
+
+# -- nova's cells: the 4.1 and 4.2 fanout casts ------------------------------
+class NovaCloud:
+    """A daemon's manager reading nova's cells (SQLite with nova's columns)
+    and an in-memory Placement, its host table refreshed by no thread at
+    all: what a fanout cast brings must be in it when the handler returns."""
+
+    def __init__(self, ctxt, tmp_path):
+        from nova_sched.scheduler.claim_stores.placement import PlacementClaims
+        from nova_sched.scheduler.cloud.sources.nova_cells import NovaCellsSource
+        from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
+        from nova_sched.scheduler.host_manager import HostManager
+        from tests.unit.scheduler.fake_placement import FakePlacement
+        from tests.unit.scheduler.sources.nova_tables import NovaTables
+
+        self.ctxt = ctxt
+        tables = NovaTables(tmp_path)
+        cell = tables.add_cell("cell1")
+        self.placement = FakePlacement()
+        for host, memory_mb in (("a1", 4096), ("b1", 8192)):
+            self.placement.add_provider(tables.add_compute(cell, host), 8, memory_mb, 100)
+        self.source = NovaCellsSource(NovaDatabases(tables.api_url), self.placement)
+        self.transport = rpc.get_transport()
+        hm = HostManager(self.source)
+        self.manager = SchedulerManager(self.transport, host_manager=hm)
+        self.manager.cycle.claims = PlacementClaims(self.placement, hm.provider_host)
+        self.v4 = SchedulerManagerV4(self.manager)
+        self.source.poll()
+        hm.full_resync()
+        hm.refreshed_elsewhere = True
+
+    def close(self):
+        self.source.stop()
+        self.transport.cleanup()
+
+    def decide(self, path: str) -> str | None:
+        spec = boot_request(memory_mb=2048)
+        if path == "explain":
+            hosts = self.manager.explain(self.ctxt, spec, {})["hosts"]
+            return hosts[0]["host"] if hosts else None
+        (outcome,) = self.manager.cycle.schedule(self.ctxt, request.parse(spec, {}))
+        assert outcome.error is None, outcome.error
+        self.manager.cycle.release([outcome.instance_uuid])
+        return outcome.selections[0].host
+
+
+@pytest.mark.parametrize("path", ["claimed", "explain"])
+@pytest.mark.parametrize("kind", ["fanout", "instance_info"])
+def test_novas_fanout_casts_are_seen_by_the_next_decision_from_nova_cells(
+        db, ctxt, tmp_path, kind, path):
+    CONF.set_override("transport_url", "fake:")
+    CONF.set_override("host_source", "nova_cells", "scheduler")
+    CONF.set_override("claims", "placement", "scheduler")
+    CONF.set_override("enabled_filters", FILTERS, group="filter_scheduler")
+    CONF.set_override("weight_classes", ["RAMWeigher"], group="filter_scheduler")
+    CONF.set_override("max_instances_per_host", MAX_INSTANCES, group="filter_scheduler")
+    cloud = NovaCloud(ctxt, tmp_path)
+    try:
+        change, _args, when_on, when_off = KINDS[kind]
+        assert cloud.decide(path) == when_off
+        missed = []
+        for round_ in range(ROUNDS):
+            on = round_ % 2 == 0
+            change(cloud, on)
+            picked = cloud.decide(path)
+            if picked != (when_on if on else when_off):
+                missed.append((round_, "on" if on else "off", picked))
+        assert missed == [], f"decisions that missed the cast just handled: {missed}"
+    finally:
+        cloud.close()
