@@ -741,11 +741,12 @@ def test_what_handlers_left_for_later_is_finished_before_a_request_delivered_aga
 def test_a_topic_queue_the_broker_cannot_find_while_failing_over_keeps_its_requests(
         harness, broker, monkeypatch):
     """A daemon whose broker node dies consumes again through another, and
-    declares its queues again there. While a quorum queue's new leader is
-    being elected RabbitMQ may answer that declare with 404 ("failed to
-    perform operation on queue ... due to timeout"). The topic's queue then
-    still holds every request waiting and every one the dead connection
-    held: the consumer must declare it again later, never delete it.
+    declares its queues again there. RabbitMQ answers 404 to the declare of
+    a durable queue it cannot reach ("home node ... is down or
+    inaccessible", "failed to perform operation on queue ... due to
+    timeout"). The topic's queue then still holds every request waiting
+    and every one the dead connection held: the consumer must declare it
+    again later, never delete it.
 
     The window is forced: the connection is cut with requests held and
     waiting, and the first declare of the topic's queue after it answers

@@ -234,17 +234,20 @@ class RabbitSettings:
         return dict(self.retry, max_retries=None, errback=errback)
 
 
-def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Queue:
+def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple,
+                  keep_durable: bool = True) -> kombu.Queue:
     """Declare ``queue`` (and its exchange and binding) on ``channel``, with
     the rabbit driver's two ways out of a refused declaration.
 
     A 404 (NOT_FOUND) deletes and declares again only a queue that is not
     durable: that one lived on a node gone, and its messages with it. A
     durable queue's 404 is raised, for the caller to declare it again
-    later: RabbitMQ answers it for a quorum queue whose leader is being
-    elected ("failed to perform operation on queue ... due to timeout")
-    and for a durable queue whose node is down, and deleting it then would
-    delete every message it holds (every request waiting on the topic).
+    later: RabbitMQ answers it for a durable queue whose node is down (and
+    with a timeout for a queue it could not reach in time), and deleting it
+    then would delete every message it holds (every request waiting on the
+    topic). ``keep_durable=False`` deletes it as well, as oslo.messaging
+    does: for a queue of notifications, whose publisher must not wait for
+    that node (the requests whose casts they ride with would wait too).
     """
     bound = queue(channel)
     try:
@@ -266,10 +269,10 @@ def declare_queue(queue: kombu.Queue, channel, channel_errors: tuple) -> kombu.Q
                 queue_arguments=queue.queue_arguments,
                 consumer_arguments=queue.consumer_arguments)(channel)
             bound.declare()
-        elif code == 404 and not queue.durable:
-            # A transient queue left on a node that no longer answers: its
-            # messages are gone with that node; deleted, it is declared
-            # anew on a live one (oslo.messaging's bug 2068630).
+        elif code == 404 and not (queue.durable and keep_durable):
+            # A queue left on a node that no longer answers (a transient
+            # one's messages are gone with that node); deleted, it is
+            # declared anew on a live one (oslo.messaging's bug 2068630).
             LOG.warning("Queue %s is stuck on an unresponsive node (%s); "
                         "deleting and declaring it again", queue.name, err)
             with contextlib.suppress(*channel_errors):

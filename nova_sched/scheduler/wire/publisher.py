@@ -359,7 +359,7 @@ class Publisher:
                 message.routing_key, target, routing_key=message.routing_key,
                 durable=target.durable, auto_delete=target.auto_delete,
                 queue_arguments=self.settings.topic_queue_arguments),
-                self._channel, self._conn.channel_errors)
+                self._channel, self._conn.channel_errors, keep_durable=False)
             self._declared.add(("queue", message.routing_key))
 
     def _declare_exchange(self, target: kombu.Exchange) -> None:
