@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 import signal
 import threading
 import time
@@ -623,11 +624,28 @@ class BurstCloud:
         audit = Audit(self.cloud, self.fleet, uuids, rows, casts,
                       scheduled_instances(self.collector),
                       (burst_start, time.monotonic()))
+        self._count_daemon_casts(audit)
         totals = {n: metric_total(p, metric) for n, p in self.ports.items()}
         print("\n" + audit.line(name) + f" settled_in={took:.1f}s "
+              f"delivered_twice={len(audit.delivered_twice)} "
               f"casts_not_confirmed={len(getattr(self, 'unconfirmed', []))} {metric}={totals} "
               f"unhealthy={self.health.reasons(burst_start)[:4]}", flush=True)
         return audit
+
+    def _count_daemon_casts(self, audit: Audit) -> None:
+        """Count as cast twice only what the daemons cast twice.
+
+        The fleet's RPC server (oslo.messaging, as nova-compute's) has a
+        cast delivered again when its connection dies before the broker
+        has its acknowledgement, and its duplicate filter remembers only
+        the last 16 messages: such a cast arrives twice though the daemon
+        cast it once. Every cast a daemon makes logs "Instance <uuid>
+        scheduled to"; the other arrivals are ``delivered_twice``.
+        """
+        logs = "\n".join(self.cloud.log_text(n) for n in self.daemons.names)
+        made = collections.Counter(re.findall(r"Instance (\S{36}) scheduled to ", logs))
+        audit.delivered_twice = [u for u in audit.cast_twice if made[u] < 2]
+        audit.cast_twice = [u for u in audit.cast_twice if made[u] >= 2]
 
     def endpoints_report(self) -> str:
         """Each daemon's /healthz?verbose and /metrics now, and what the
