@@ -396,9 +396,13 @@ class SchedulingCycle:
             if catch_up and not caught_up:
                 self.host_manager.catch_up()
                 caught_up = True
+            if lost and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0:
+                # Outside the cycle's lock: a full resync under way in the
+                # HostRefresher holds the reader and may be waiting for
+                # that lock to replace the table.
+                self.keep_fresh()
             with self._lock:
-                self.host_manager.refresh(
-                    force=lost > 0 and lost % _LOST_CLAIMS_BEFORE_REFRESH == 0)
+                self.host_manager.refresh()
                 # Before deciding: the table may read more while it decides.
                 seen = self.host_manager.operator_changes
                 with timing.deciding():

@@ -166,3 +166,52 @@ def test_a_failing_source_is_logged_once_and_tried_again(db, caplog):
     assert caplog.text.count("Refreshing the host states failed") == 1
     assert len(failures) == 5
     assert not hm.refreshed_elsewhere, "stopped: decisions refresh themselves again"
+
+
+def test_a_request_losing_claims_does_not_wait_for_a_rebuild_under_the_cycles_lock(
+        db, monkeypatch):
+    """After eight claims lost in a row a request reads what changed; a full
+    resync in the HostRefresher holds the reader and, to replace the table,
+    waits for the cycle's lock. The request must read outside that lock, or
+    each waits for the other for ever."""
+    from nova_sched import exception
+    from nova_sched.scheduler.wire import request
+    from tests.unit.scheduler.conftest import boot_request
+
+    _store("c1")
+    hm = HostManager()
+    hm.full_resync()
+    hm.refreshed_elsewhere = True
+    cycle = _cycle(hm)
+    real_claim = cycle.claims.claim
+    lost = []
+
+    def taken_by_another_daemon(claim, placement=None):
+        if len(lost) < 8:
+            lost.append(claim.instance_uuid)
+            raise exception.ClaimFailed("taken by another scheduler")
+        return real_claim(claim, placement)
+
+    monkeypatch.setattr(cycle.claims, "claim", taken_by_another_daemon)
+    rebuilding = threading.Event()
+
+    def rebuild():
+        # As full_resync(between_decisions=cycle's lock) rebuilding the table.
+        with hm._refreshing:
+            rebuilding.set()
+            time.sleep(0.5)  # the request loses its eight claims meanwhile
+            with cycle._lock:
+                pass
+
+    outcomes = []
+    spec = request.parse(boot_request(memory_mb=512), {})
+    refresher = threading.Thread(target=rebuild, daemon=True)
+    refresher.start()
+    rebuilding.wait(5)
+    placing = threading.Thread(
+        target=lambda: outcomes.extend(cycle.schedule(None, spec)), daemon=True)
+    placing.start()
+    placing.join(10)
+    assert not placing.is_alive(), "the request and the rebuild wait for each other"
+    assert len(lost) == 8
+    assert outcomes[0].error is None and outcomes[0].selections[0].host == "c1"
