@@ -10,8 +10,9 @@ kube-scheduler's informers feed its cache; the rows it reads, all of
 them at a full resync, are applied under the host manager's lock as
 reports are, and only a table built anew, which replaces the old one,
 waits for the decision in hand (``SchedulingCycle.keep_fresh``). A
-request that lost claims still refreshes the table itself
-(``HostManager.refresh(force=True)``).
+request that lost claims still refreshes the table itself, through the
+same ``keep_fresh`` and outside the cycle's lock, and one overtaken by an
+operator's change catches it up (``HostManager.catch_up``).
 """
 
 from __future__ import annotations
