@@ -53,6 +53,10 @@ class Selection:
     # What a caller would send to claim this node itself (Placement's
     # allocation_request), when the claim store can say.
     allocation_request: dict | None = None
+    # The Placement allocation candidate the node is claimed with
+    # (placement_model.candidates.AllocationCandidate), when the decision
+    # asked Placement's model.
+    candidate: object | None = None
 
     def to_dict(self) -> dict:
         return {"host": self.host, "nodename": self.nodename, "limits": self.limits}
@@ -138,6 +142,7 @@ class Scheduler:
                          node_id=state.node_id, limits=self.limits(cycle, row),
                          weight=weight, ratios=cycle.resources.ratios_at(row),
                          node_uuid=state.uuid, cell_uuid=state.cell_uuid,
+                         candidate=cycle.allocation_candidate(row),
                          availability_zone=(min(zones) if zones
                                             else CONF.default_availability_zone))
 

@@ -6,7 +6,10 @@ One decision, in order (kube-scheduler's PreFilter, Filter, Score):
    from the request, once, before any host is asked;
 2. candidates: every live node, minus ``ignore_hosts``; with
    ``force_hosts``/``force_nodes`` only those, and then filters are skipped
-   (nova's rule);
+   (nova's rule); then, where the host source keeps Placement's model,
+   only the hosts Placement would offer allocation candidates on
+   (``decision.provider_candidates``), as nova-scheduler asks Placement
+   before its filters, forced hosts included;
 3. filter: the enabled filters in order, each recording what it removed;
 4. sample: with ``max_hosts_to_score`` or ``percentage_of_hosts_to_score``
    set, only a window of the hosts that passed is weighed (off by default);
@@ -31,6 +34,7 @@ import numpy as np
 from nova_sched.conf import CONF
 from nova_sched.scheduler import driver
 from nova_sched.scheduler.decision.cycle_state import CycleState
+from nova_sched.scheduler.decision.provider_candidates import ProviderCandidates
 from nova_sched.scheduler.filters import HostFilterHandler, among
 from nova_sched.scheduler.weights import HostWeightHandler
 
@@ -93,6 +97,7 @@ class FilterScheduler(driver.Scheduler):
         self.filters = HostFilterHandler(list(fs.available_filters)).get_filters(
             list(fs.enabled_filters))
         self.weighers = HostWeightHandler().get_weighers(list(fs.weight_classes))
+        self.provider_candidates = ProviderCandidates(host_manager)
         self._rng = random.Random()
         # The table row the next sample starts at (kube's nextStartNodeIndex).
         self._next_sample = 0
@@ -106,10 +111,12 @@ class FilterScheduler(driver.Scheduler):
         cycle.table = self.host_manager.table
         # nova: forcing a host or node skips the filters entirely.
         filters = [] if forced else self.filters
-        cycle.prepare(filters + self.weighers)
+        cycle.prepare([self.provider_candidates] + filters + self.weighers)
         with self.host_manager.lock:
             cycle.table = self.host_manager.table
             rows, removals, considered = self._candidates(cycle, forced)
+            rows, offered = self.provider_candidates.narrow(cycle, rows)
+            removals += offered
             filtered = HostFilterHandler.run(filters, cycle, rows)
             filtered.removals[:0] = removals
             filtered.considered = considered

@@ -49,6 +49,13 @@ class Claim:
     #: (``db.operator_changes``): a store that can tell refuses the claim
     #: with HostTableBehind when more were made. None: not checked.
     operator_changes: int | None = None
+    #: The Placement allocation candidate chosen (``{rp uuid: {resource
+    #: class: amount}}`` over the node's provider tree and any sharing
+    #: provider) and its ``mappings`` (request group suffix -> providers),
+    #: when the decision asked Placement's model; None: the node's own
+    #: provider with ``placement_resources``.
+    allocations: Mapping[str, Mapping[str, int]] | None = None
+    mappings: Mapping[str, tuple[str, ...]] | None = None
 
     def ratio_of_each(self) -> dict[str, float]:
         # The option only for a resource the decision gave no ratio.
@@ -63,6 +70,13 @@ class Claim:
         amounts = {"VCPU": self.vcpus, "MEMORY_MB": self.memory_mb,
                    "DISK_GB": -(-self.disk_mb // 1024)}
         return {rc: amount for rc, amount in amounts.items() if amount > 0}
+
+    def placement_allocations(self) -> dict[str, dict[str, int]]:
+        """``{rp uuid: {resource class: amount}}`` this claim writes in
+        Placement: the chosen candidate's, else the node's own provider's."""
+        if self.allocations is not None:
+            return {rp: dict(amounts) for rp, amounts in self.allocations.items()}
+        return {self.node_uuid: self.placement_resources()} if self.node_uuid else {}
 
 
 @dataclasses.dataclass(frozen=True)

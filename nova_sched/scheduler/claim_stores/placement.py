@@ -1,8 +1,9 @@
 """Claims as allocations in nova's Placement, taken as nova-scheduler takes them.
 
-A claim is ``PUT /allocations/{instance_uuid}`` on the chosen node's
-resource provider with the flavor's VCPU, MEMORY_MB and DISK_GB, the
-request's project and user, and the consumer generation nova would send:
+A claim is ``PUT /allocations/{instance_uuid}`` with the chosen allocation
+candidate (every provider of the node's tree it allocates from, and any
+sharing provider; without Placement's model, the node's own provider with
+the flavor's VCPU, MEMORY_MB and DISK_GB), the request's project and user, and the consumer generation nova would send:
 null for a new consumer, the current one when the instance holds
 allocations already. Placement judges the fit under its own generations, so
 a 409 (the node filled meanwhile, another scheduler's claim) is a lost
@@ -63,18 +64,23 @@ class PlacementClaims:
         placement 1.36 returns them with a candidate)."""
         if not claim.node_uuid:
             return None
-        return {"allocations": {claim.node_uuid: {"resources": claim.placement_resources()}},
-                "mappings": {"": [claim.node_uuid]}}
+        allocations = claim.placement_allocations()
+        mappings = ({suffix: list(providers) for suffix, providers in claim.mappings.items()}
+                    if claim.mappings is not None else {"": [claim.node_uuid]})
+        return {"allocations": {rp: {"resources": amounts}
+                                for rp, amounts in allocations.items()},
+                "mappings": mappings}
 
     def claim(self, claim: Claim, placement: Placement | None = None) -> None:
         if not claim.node_uuid:
             raise exception.ClaimFailed(
                 f"compute node {claim.node_id} has no resource provider uuid")
-        wanted = {claim.node_uuid: {"resources": claim.placement_resources()}}
+        wanted = {rp: {"resources": amounts}
+                  for rp, amounts in claim.placement_allocations().items()}
         for _attempt in range(_RACE_RETRIES + 1):
             current, generation = self.client.allocations_of(claim.instance_uuid)
             kept = {rp: alloc for rp, alloc in current.items()
-                    if rp != claim.node_uuid and self._is_move_source(rp, claim)}
+                    if rp not in wanted and self._is_move_source(rp, claim)}
             payload = {"allocations": dict(kept, **wanted),
                        "project_id": claim.project_id or "",
                        "user_id": claim.user_id or "",

@@ -350,13 +350,16 @@ class SchedulingCycle:
         resources, judged by the ratios the decision used, with the owner
         and the move's source hosts a claim in Placement records
         (``counted_through_us``, ``operator_changes``: see ``Claim``)."""
+        candidate = selection.candidate
         return Claim(instance_uuid=uuid or "", node_id=selection.node_id,
                      memory_mb=spec.memory_mb, vcpus=spec.vcpus,
                      disk_mb=spec.disk_mb, ratios=selection.ratios,
                      node_uuid=selection.node_uuid, project_id=spec.project_id,
                      user_id=spec.user_id, keep_on_hosts=frozenset(spec.ignore_hosts),
                      counted_through_us=counted_through_us,
-                     operator_changes=operator_changes)
+                     operator_changes=operator_changes,
+                     allocations=None if candidate is None else candidate.allocations,
+                     mappings=None if candidate is None else candidate.mappings)
 
     def _offer(self, spec: RequestSpec, uuid: str | None, selection: Selection,
                claim: Claim | None = None) -> Selection:

@@ -50,6 +50,9 @@ class CycleState:
     # uuid -> host of instances (the host source's): where the instances a
     # request's hints name are.
     hosts_of: Callable[[Iterable[str]], dict[str, str]] | None = None
+    # Placement's answer for this decision (placement_model.candidates.Search),
+    # when the host source keeps Placement's model.
+    placement: Any = None
     # Fresh for every decision, even one copied with dataclasses.replace.
     _prepared: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
     _resources: ResourceView | None = dataclasses.field(default=None, init=False,
@@ -104,6 +107,15 @@ class CycleState:
         if cycle is None or cycle.spec is not spec or cycle.table is not table:
             cycle = CycleState(spec=spec, table=table)
         return column(cycle, np.array([host_state._row]))[0]
+
+    def allocation_candidate(self, row: int):
+        """The allocation candidate a claim on ``row`` takes (None: no
+        Placement model): the first of the node's, as nova-scheduler takes
+        the first of a host's."""
+        if self.placement is None:
+            return None
+        found = self.placement.candidates_of(self.table.states[row].uuid)
+        return found[0] if found else None
 
     # -- host figures ---------------------------------------------------------
     @property

@@ -85,6 +85,11 @@ class BaseHostFilter:
         return {}
 
 
+# Removals named so are the Placement step's, one per constraint
+# (decision.provider_candidates).
+PLACEMENT_PREFIX = "Placement: "
+
+
 @dataclasses.dataclass
 class FilterResult:
     """What a filtering pass kept and, per filter in order, what it removed."""
@@ -107,10 +112,26 @@ class FilterResult:
         return [(name, count) for name, _, _, count in self.removals if count]
 
     def reason(self) -> str:
-        """The kube-style summary used in NoValidHost faults."""
-        parts = ", ".join(f"{n} removed {c}" for n, c in self.removed_counts())
+        """The kube-style summary used in NoValidHost faults.
+
+        Placement's constraints (removals named ``Placement: <why>``) read
+        as Placement's own words: ``Placement: 9200 lack trait CUSTOM_SSD,
+        700 have no PCPU capacity for 8``.
+        """
+        parts: list[str] = []
+        in_placement = False
+        for name, count in self.removed_counts():
+            why = name.removeprefix(PLACEMENT_PREFIX)
+            if why == name:
+                parts.append(f"{name} removed {count}")
+                in_placement = False
+            elif in_placement:
+                parts[-1] += f", {count} {why}"
+            else:
+                parts.append(f"{PLACEMENT_PREFIX}{count} {why}")
+                in_placement = True
         text = f"{len(self.rows)}/{self.considered} hosts available"
-        return f"{text}: {parts}" if parts else text
+        return f"{text}: {'; '.join(parts)}" if parts else text
 
 
 class HostFilterHandler:
