@@ -96,6 +96,11 @@ _PLACEMENT_DUTY = 3.0
 # say Placement does not answer (the read itself may take minutes to fail).
 _SLOW_READ = 30.0
 _CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
+# The nova-compute service version from which computes report the
+# OWNER_NOVA trait on their providers (nova 34's
+# MIN_COMPUTE_VERSION_OWNER_TRAIT): nova requires the trait only once every
+# compute is there.
+OWNER_NOVA_COMPUTE_VERSION = 73
 
 
 @dataclasses.dataclass
@@ -579,6 +584,13 @@ class NovaCellsSource:
             for pending in self._pending.get(claim.node_id, ()):
                 if pending.claim is claim:
                     pending.confirmed = time.monotonic()
+
+    def all_computes_own_nova(self) -> bool:
+        """Whether every nova-compute reports OWNER_NOVA (nova's
+        ``owner_nova_filter`` asks it of roots only then)."""
+        with self._lock:
+            versions = [row.get("version") or 0 for row in self._services.values()]
+        return bool(versions) and min(versions) >= OWNER_NOVA_COMPUTE_VERSION
 
     def problem(self) -> str | None:
         since = self._reading_since

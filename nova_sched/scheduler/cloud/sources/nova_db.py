@@ -30,7 +30,7 @@ CELL0_UUID = "00000000-0000-0000-0000-000000000000"
 
 _SERVICE_COLUMNS = ("id", "host", "`binary`", "disabled", "disabled_reason",
                     "forced_down", "last_seen_up", "updated_at", "created_at",
-                    "deleted")
+                    "deleted", "version")
 _NODE_COLUMNS = ("id", "uuid", "host", "hypervisor_hostname", "vcpus", "memory_mb",
                  "local_gb", "current_workload", "hypervisor_type",
                  "hypervisor_version", "cpu_info", "host_ip", "supported_instances",
