@@ -16,13 +16,14 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, nova_cells, pci, placement, prometheus,
-                             scheduler)
+                             metrics, nova_cells, pci, placement,
+                             placement_database, prometheus, scheduler)
 
 CONF = cfg.CONF
 
 _MODULES = (default, database, scheduler, filter_scheduler, metrics, pci,
-            prometheus, fake_compute, nova_cells, placement)
+            prometheus, fake_compute, nova_cells, placement,
+            placement_database)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
-                             metrics, nova_cells, pci, placement, prometheus,
-                             scheduler)
+                             metrics, nova_cells, pci, placement,
+                             placement_database, prometheus, scheduler)
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
@@ -26,7 +26,8 @@ def list_opts():
     """(group, options) pairs of every nova-sched option."""
     result = []
     for module in (default, database, scheduler, filter_scheduler, metrics, pci,
-                   prometheus, fake_compute, nova_cells, placement):
+                   prometheus, fake_compute, nova_cells, placement,
+                   placement_database):
         for group, opts in module.list_opts().items():
             result.append((group, opts))
     return result
