@@ -56,6 +56,8 @@ import requests
 import cloudlib
 
 HERE = Path(__file__).resolve().parent
+# Fake virt drivers of this project, loadable by nova-compute (start_compute).
+PLUGINS = HERE / "plugins"
 REPO = cloudlib.REPO
 NOVA_VERSION = os.environ.get("NOVA_SCHED_NOVA_VERSION", "34.*")
 PLACEMENT_VERSION = os.environ.get("NOVA_SCHED_PLACEMENT_VERSION", "16.*")
@@ -313,13 +315,15 @@ class ComputeClient(_Rest):
     # -- servers ------------------------------------------------------------
     def boot(self, flavor_id: str, name: str | None = None, count: int = 1,
              availability_zone: str | None = None, hints: dict | None = None,
-             min_count: int | None = None, max_count: int | None = None) -> dict:
-        """POST /servers without networks. Returns the created server's
+             min_count: int | None = None, max_count: int | None = None,
+             image_id: str | None = None) -> dict:
+        """POST /servers without networks (``image_id``: the glance stub's
+        default image unless given). Returns the created server's
         dict; with more than one instance, ``{"reservation_id": ...}``
         (use ``servers_of(reservation_id)``)."""
         server: dict[str, Any] = {
             "name": name or f"vm-{uuid.uuid4().hex[:6]}",
-            "imageRef": self.image_id, "flavorRef": flavor_id,
+            "imageRef": image_id or self.image_id, "flavorRef": flavor_id,
             "networks": "none",
         }
         lo = min_count if min_count is not None else count
@@ -841,6 +845,8 @@ class NovaCloud:
             "scheduler": {"host_source": "nova_cells", "claims": "placement"},
             "nova_cells": {"api_database_connection": api_db,
                            "refresh_interval": 1},
+            # Placement's model is read from Placement's own tables (issue 39).
+            "placement_database": {"connection": self.dbs.url("placement")},
             "placement": {"auth_type": "admin_token", "endpoint": self.placement_url,
                           "token": "admin"},
             "prometheus": {"enabled": True, "port": self.prometheus_port(name)},
@@ -891,7 +897,9 @@ class NovaCloud:
 
     def start_compute(self, host: str, driver: str = "fake.FakeDriver",
                       **options: Any) -> subprocess.Popen:
-        """nova-compute HOST with a fake driver; ``options`` go to its
+        """nova-compute HOST with a fake driver (nova's, ``fake.FakeDriver``,
+        or this project's, ``provider_tree_drivers.PinnedCPUDriver`` from
+        tests/functional/plugins/); ``options`` go to its
         ``[DEFAULT]`` (e.g. ``reserved_host_memory_mb``), or a dict per group
         under ``groups={"group": {...}}``."""
         state = self.workdir / "state" / host
@@ -904,9 +912,13 @@ class NovaCloud:
             "oslo_concurrency": {"lock_path": state / "lock"},
         }, groups)))
         self.computes[host] = driver
+        # A driver of this project's (tests/functional/plugins/<module>.py)
+        # is loaded by a launcher: nova reads compute_driver under nova.virt only.
+        plugin = PLUGINS / (driver.split(".", 1)[0] + ".py")
+        command = ([str(self.bin / "python"), str(PLUGINS / "nova_compute_plugins.py")]
+                   if plugin.exists() else [str(self.bin / "nova-compute")])
         return self.spawn(f"nova-compute-{host}", [
-            str(self.bin / "nova-compute"), "--config-file", str(self.nova_conf),
-            "--config-file", str(conf)])
+            *command, "--config-file", str(self.nova_conf), "--config-file", str(conf)])
 
     def wait_for_port(self, name: str, timeout: float = 90) -> None:
         proc_of = {"placement": "placement", "api": "nova-api", "services": "stubs"}

@@ -33,6 +33,11 @@ from wsgiref import simple_server
 ADMIN_PROJECT = "6f70656e737461636b20697320636f6f"
 ADMIN_USER = "8d1d6a9e7e0e4a0bb1e5b1c4f0e0a001"
 IMAGE_ID = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
+# Images with properties, by id (any other id is the plain image): what
+# nova reads from glance, e.g. required traits (test_nova_cloud_placement).
+IMAGE_PROPERTIES = {
+    "6a2b7c1e-8d4f-4f0a-9c3e-2b1d5e7f9a01": {"trait:HW_CPU_X86_AVX2": "required"},
+}
 
 
 # -- keystone ---------------------------------------------------------------
@@ -72,6 +77,8 @@ def _image(image_id: str) -> dict:
         "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
         "self": f"/v2/images/{image_id}", "file": f"/v2/images/{image_id}/file",
         "schema": "/v2/schemas/image",
+        # glance lists an image's properties as keys of the image itself.
+        **IMAGE_PROPERTIES.get(image_id, {}),
     }
 
 
