@@ -5,6 +5,9 @@
     python bench/nova_cloud_bench.py --schedulers nova-scheduler
     python bench/nova_cloud_bench.py --py-spy              # plus a profile of nova-sched at the largest size
     python bench/nova_cloud_bench.py --json                # one JSON object on stdout, the table on stderr
+    python bench/nova_cloud_bench.py --shapes varied --flavors varied   # issue 39's clouds and flavors
+    python bench/nova_cloud_bench.py --shapes varied --sizes 10000 --schedulers nova-sched \
+        --keep-up 60                                       # plus the reader's cost under 20 claims/s
 
 One cloud of nova 34 and Placement 16 (tests/functional/novacloud.py: a
 private RabbitMQ vhost, four databases on the local MariaDB, Placement's
@@ -37,6 +40,24 @@ Latency is the client's, from the call to nova's deserialised Selections;
 p50/p99 are nearest-rank over ``--calls`` (warm-up calls excluded). Also
 the scheduler's CPU per call (its process tree's user + system time over
 the timed calls) and memory (PSS) after them.
+
+Issue 39 (``bench/placement_rows.py`` says what exactly): ``--shapes
+varied`` registers nodes as libvirt's nova-compute leaves them (80-130
+traits a root, Placement aggregates, one node in ten with GPU or PCI child
+providers or PCPU inventory and a NUMA topology); ``--flavors varied``
+makes the calls take in turn a plain flavor, one requiring
+``HW_CPU_X86_AVX512F``, a dedicated-CPU one (PCPU), one asking a VGPU and
+one a PCI device (a child provider's resource class). The check then
+also requires every allocation of a claim inside the returned node's
+provider tree, the child classes on a child provider, the exact amounts
+of the flavor's resource request, and the required trait on the root;
+figures are given per flavor as well. ``--keep-up S``, after nova-sched's
+timed calls at the largest size: for S seconds a side process claims
+through Placement's REST API at ``--churn-rate`` (20) a second on random
+nodes while the heartbeats go on; nova-sched's CPU per second (whole, and
+per thread by its kernel name: the Placement reader's thread apart) and
+the rows its Placement reader reports (its /metrics, where it exposes
+them) are the figures.
 
 With ``--py-spy``, after nova-sched's timed calls at the largest size, a
 further ``--calls`` calls run under ``py-spy record`` (figures kept apart,
@@ -74,8 +95,10 @@ sys.path.insert(0, str(REPO / "tests" / "functional"))
 
 import cloudlib  # noqa: E402  (tests/functional/cloudlib.py)
 import novacloud  # noqa: E402  (tests/functional/novacloud.py)
+import placement_rows  # noqa: E402
 import pyspy  # noqa: E402
-from e2e_bench import cpu_seconds, memory_mb, percentile  # noqa: E402
+from e2e_bench import (_stat_fields, _TICK, cpu_seconds, memory_mb,  # noqa: E402
+                       percentile, process_tree)
 
 SCHEDULERS = ("nova-scheduler", "nova-sched")
 PREFIX = "bench-node-"
@@ -157,10 +180,13 @@ class Bench:
                 "--cell-db", self.cloud.dbs.url("cell1"),
                 "--placement-db", self.cloud.dbs.url("placement"),
                 "--nova-conf", str(self.cloud.nova_conf),
-                "--prefix", PREFIX, "--total", str(size), *self.register_args],
+                "--prefix", PREFIX, "--total", str(size),
+                "--shapes", self.args.shapes, *self.register_args],
                 timeout=1800)
             done = json.loads(out.strip().splitlines()[-1])
             row["added"] = done["added"]
+            if done.get("providers"):
+                say(f"registered {done['providers']}")
         if "heartbeat" not in self.cloud.procs:
             self.cloud.spawn("heartbeat", [
                 self.python, str(HERE / "nova_cloud_register.py"),
@@ -289,7 +315,7 @@ class Bench:
                 placement_log = self.cloud.workdir / "placement.log"
                 log0 = placement_log.stat().st_size
                 lines = self.driver([f"--calls={self.args.calls}",
-                                     f"--warmup={self.args.warmup}"],
+                                     f"--warmup={self.args.warmup}", *self.flavor_args()],
                                     f"calls-{kind}-{size}", on_line=on_line)
                 end = (cpu_seconds(pid), cpu_seconds(placement))
             calls = [line for line in lines if "i" in line]
@@ -306,6 +332,9 @@ class Bench:
                 self.profile = self.profiled(kind, size,
                                              frozenset(c["uuid"] for c in calls))
                 result["check_profiled"] = self.profile.pop("check")
+            if (self.args.keep_up and kind == "nova-sched"
+                    and size == max(self.args.sizes)):
+                result["keep_up"] = self.keep_up(kind, size)
             result["log_errors"] = self.log_errors(kind)
         finally:
             self.stop(kind)
@@ -332,20 +361,42 @@ class Bench:
                                               if "error" not in c).most_common(1)[0][0]
             if ok else None,
             "distinct_nodes": len({c.get("node_uuid") for c in timed if "error" not in c}),
+            "by_flavor": {
+                kind: {"calls": len(mine),
+                       "errors": sum(1 for c in mine if "error" in c),
+                       "p50_ms": percentile([c["ms"] for c in mine if "error" not in c], 50),
+                       "p99_ms": percentile([c["ms"] for c in mine if "error" not in c], 99)}
+                for kind in dict.fromkeys(c["flavor"] for c in timed if "flavor" in c)
+                for mine in [[c for c in timed if c.get("flavor") == kind]]},
         }
+
+    def flavor_args(self) -> list[str]:
+        kinds = placement_rows.FLAVOR_SETS[self.args.flavors]
+        return [] if kinds == ("plain",) else [f"--flavors={','.join(kinds)}"]
 
     def check(self, calls: list[dict], earlier: frozenset = frozenset()) -> dict:
         """Each call's claim, from Placement's own tables (``earlier``: the
-        consumers of calls already checked, still allocated, not stray)."""
+        consumers of calls already checked, still allocated, not stray):
+        inside the returned node's tree, the flavor's resource request
+        exactly (child classes on a child provider, the rest on the root),
+        a required trait on the root."""
         rows = self.cloud.dbs.query("placement", """
-            SELECT a.consumer_id AS consumer, rp.uuid AS rp, rc.name AS rc, a.used AS used
+            SELECT a.consumer_id AS consumer, rp.uuid AS rp, root.uuid AS root,
+                   rc.name AS rc, a.used AS used
             FROM allocations a
             JOIN resource_providers rp ON rp.id = a.resource_provider_id
+            JOIN resource_providers root ON root.id = rp.root_provider_id
             JOIN resource_classes rc ON rc.id = a.resource_class_id""")
         by_consumer: dict[str, list[dict]] = collections.defaultdict(list)
         for row in rows:
             by_consumer[row["consumer"]].append(row)
-        lost, doubled, wrong, answered = [], [], [], 0
+        trait = placement_rows.REQUIRED_TRAIT
+        with_trait = {r["uuid"] for r in self.cloud.dbs.query("placement", """
+            SELECT rp.uuid AS uuid FROM resource_provider_traits rpt
+            JOIN resource_providers rp ON rp.id = rpt.resource_provider_id
+            JOIN traits t ON t.id = rpt.trait_id WHERE t.name = %s""", trait)}
+        lost, doubled, wrong, resources, no_trait, answered = [], [], [], [], [], 0
+        fallback = []
         for call in calls:
             if "error" in call:
                 continue
@@ -354,19 +405,40 @@ class Bench:
             if not held:
                 lost.append(call["uuid"])
                 continue
-            providers = {r["rp"] for r in held}
+            kind = call.get("flavor", "plain")
+            _, specs, wanted = placement_rows.FLAVORS[kind]
+            if kind == "plain" and not call.get("flavor"):
+                wanted = FLAVOR
             amounts = collections.Counter()
+            providers_of = collections.defaultdict(set)
             for r in held:
                 amounts[r["rc"]] += r["used"]
-            if len(providers) > 1 or len(held) != len(FLAVOR) or dict(amounts) != FLAVOR:
-                doubled.append({"uuid": call["uuid"], "allocations": held})
-            elif providers != {call["node_uuid"]}:
-                wrong.append({"uuid": call["uuid"], "returned": call["node_uuid"],
-                              "claimed": sorted(providers)})
+                providers_of[r["rc"]].add(r["rp"])
+            roots = {r["root"] for r in held}
+            misplaced = [r for r in held
+                         if (r["rc"] in placement_rows.CHILD_CLASSES) == (r["rp"] == r["root"])]
+            if any(len(p) > 1 for p in providers_of.values()) or any(
+                    amounts[rc] > n for rc, n in wanted.items()):
+                doubled.append({"uuid": call["uuid"], "flavor": kind, "allocations": held})
+            elif roots != {call["node_uuid"]}:
+                wrong.append({"uuid": call["uuid"], "flavor": kind,
+                              "returned": call["node_uuid"], "claimed": sorted(roots)})
+            elif kind == "pcpu" and not misplaced and dict(amounts) == _as_vcpu(wanted):
+                # nova's fallback query ([workarounds]
+                # disable_fallback_pcpu_query = False): Placement allows it.
+                fallback.append(call["uuid"])
+            elif dict(amounts) != wanted or misplaced:
+                resources.append({"uuid": call["uuid"], "flavor": kind,
+                                  "wanted": wanted, "allocations": held})
+            elif any(k.startswith("trait:") and k.endswith(trait) for k in specs) and \
+                    call["node_uuid"] not in with_trait:
+                no_trait.append({"uuid": call["uuid"], "node": call["node_uuid"]})
         made = {c["uuid"] for c in calls} | earlier
         stray = sorted(set(by_consumer) - made)
         return {"answered": answered, "claimed": answered - len(lost),
-                "lost": lost, "doubled": doubled, "wrong_node": wrong, "stray": stray}
+                "lost": lost, "doubled": doubled, "wrong_node": wrong,
+                "wrong_resources": resources, "missing_trait": no_trait, "stray": stray,
+                "pcpu_claimed_as_vcpu": fallback}
 
     def clean(self) -> None:
         consumers = [r["consumer_id"] for r in self.cloud.dbs.query(
@@ -380,6 +452,60 @@ class Bench:
     def log_errors(self, kind: str) -> list[str]:
         text = self.cloud.log_text(kind)[self.log_offset:].splitlines()
         return [line for line in text if " ERROR " in line or "Traceback" in line][:20]
+
+    # -- the cost of keeping up --------------------------------------------------
+    def keep_up(self, kind: str, size: int) -> dict:
+        """``--keep-up`` seconds of claims written through Placement's REST
+        API at ``--churn-rate`` a second (a side process) while the
+        heartbeats go on: the scheduler's CPU per second, by thread, and
+        what its Placement reader reports."""
+        pid = self.cloud.procs[kind].pid
+        seconds, rate = self.args.keep_up, self.args.churn_rate
+        with self.phases.timed("keep up: claims through Placement's API",
+                               scheduler=kind, nodes=size, rate=rate):
+            idle0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            time.sleep(min(30.0, seconds / 2))
+            idle1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            churn = self.cloud.spawn("churn", [
+                self.python, str(HERE / "nova_cloud_register.py"),
+                "--api-db", self.cloud.dbs.url("api"), "--cell-db", self.cloud.dbs.url("cell1"),
+                "--placement-db", self.cloud.dbs.url("placement"),
+                "--prefix", PREFIX, "--total", str(size),
+                "--churn-url", self.cloud.placement_url, "--churn-rate", str(rate),
+                "--churn-seconds", str(seconds + 5)])
+            time.sleep(3)  # the writer's start-up
+            load0 = os.getloadavg()[0]
+            t0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            time.sleep(seconds)
+            t1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            load1 = os.getloadavg()[0]
+            churn.wait(timeout=60)
+            self.cloud.procs.pop("churn", None)
+            out = self.cloud.log_text("churn").strip().splitlines()
+            written = json.loads(out[-1]) if out and out[-1].startswith("{") else {}
+        return {"seconds": seconds, "rate": rate, "written": written,
+                "load": [round(load0, 2), round(load1, 2)],
+                "idle": _per_second(idle0, idle1), "churn": _per_second(t0, t1)}
+
+    def reader_metrics(self, kind: str) -> dict[str, float]:
+        """nova-sched's /metrics samples about its Placement reader (any
+        whose name says placement_db or placement_database)."""
+        if kind != "nova-sched":
+            return {}
+        try:
+            import requests
+            text = requests.get(
+                f"http://127.0.0.1:{self.cloud.prometheus_port()}/metrics", timeout=10).text
+        except Exception:
+            return {}
+        found = {}
+        for line in text.splitlines():
+            if line.startswith("#") or "placement_d" not in line:
+                continue
+            name, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                found[name] = float(value)
+        return found
 
     # -- profile -------------------------------------------------------------------
     def profiled(self, kind: str, size: int, earlier: frozenset) -> dict:
@@ -397,7 +523,8 @@ class Bench:
                                      capture_output=True, text=True, timeout=60)
                 dumps.append(out.stdout + out.stderr)
         with self.phases.timed("profiled calls (py-spy record)", scheduler=kind, nodes=size):
-            lines = self.driver([f"--calls={self.args.calls}", "--warmup=0"],
+            lines = self.driver([f"--calls={self.args.calls}", "--warmup=0",
+                                 *self.flavor_args()],
                                 f"profiled-{kind}-{size}", on_line=maybe_dump)
         top = recording.stop()
         calls = [line for line in lines if "i" in line]
@@ -449,6 +576,44 @@ class Bench:
         self.cloud.close()
 
 
+def _as_vcpu(wanted: dict[str, int]) -> dict[str, int]:
+    """A PCPU request as nova's fallback query asks it (VCPU instead)."""
+    out = dict(wanted)
+    out["VCPU"] = out.pop("PCPU")
+    return out
+
+
+def threads_cpu(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) of ``root``'s tree per kernel thread
+    name (nova_sched.os_thread_names names its threads; numbered ones
+    counted together)."""
+    out: dict[str, float] = collections.defaultdict(float)
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                fields = _stat_fields(f"{pid}/task/{tid}")
+                with contextlib.suppress(OSError):
+                    comm = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+                    if fields:
+                        out[re.sub(r"-\d+$", "-N", comm)] += (
+                            int(fields[11]) + int(fields[12])) / _TICK
+    return dict(out)
+
+
+def _per_second(a: tuple, b: tuple) -> dict:
+    """CPU ms per second by thread name, and reader metrics' deltas per
+    second, between two (time, threads_cpu, reader_metrics) samples."""
+    span = max(1e-6, b[0] - a[0])
+    cpu = {name: round((b[1].get(name, 0.0) - a[1].get(name, 0.0)) * 1000 / span, 1)
+           for name in b[1]}
+    return {"cpu_ms_per_s": round(sum(cpu.values()), 1),
+            "cpu_ms_per_s_by_thread": {k: v for k, v in sorted(
+                cpu.items(), key=lambda kv: -kv[1]) if v > 0},
+            "metrics_per_s": {k: round((v - a[2].get(k, 0.0)) / span, 2)
+                              for k, v in b[2].items() if v != a[2].get(k, 0.0)},
+            "metrics": b[2]}
+
+
 def _version(python: str, dist: str) -> str | None:
     out = subprocess.run([python, "-c", "import importlib.metadata as m, sys; "
                           f"print(m.version({dist!r}))"], capture_output=True, text=True)
@@ -484,11 +649,44 @@ def table(report: dict) -> str:
                 f"{r['memory_mb']:,} | {r['calls']} ({r['errors']}) | "
                 f"{len(c['lost'])} / {len(c['doubled'])} / {len(c['wrong_node'])} / "
                 f"{len(c['stray'])} | {r['load'][0]:.1f} - {r['load'][1]:.1f} |")
+            if c.get("pcpu_claimed_as_vcpu"):
+                lines.append(f"| {int(size):,} | {kind}: {len(c['pcpu_claimed_as_vcpu'])} "
+                             "dedicated-CPU claims of VCPU (nova's fallback query) "
+                             "| | | | | | | | | |")
+            if c.get("wrong_resources") or c.get("missing_trait"):
+                lines.append(f"| {int(size):,} | {kind}: **{len(c['wrong_resources'])} "
+                             f"claims not the flavor's resources, "
+                             f"{len(c['missing_trait'])} without the required trait** "
+                             "| | | | | | | | | |")
         ratio = report["ratios"].get(size)
         if ratio:
             lines.append(f"| {int(size):,} | **nova-scheduler / nova-sched** | "
                          f"**{ratio['p50']:,}x** | **{ratio['p99']:,}x** | | | | | | | |")
     out = "\n".join(lines)
+    flavored = [(size, kind, r) for size, by in report["results"].items()
+                for kind, r in by.items() if r.get("by_flavor")]
+    if flavored:
+        out += ("\n\nper flavor (p50 / p99 ms, calls, errors):\n"
+                "| nodes | scheduler | " + " | ".join(flavored[0][2]["by_flavor"]) + " |\n"
+                "|---|---|" + "---|" * len(flavored[0][2]["by_flavor"]) + "\n")
+        out += "\n".join(
+            f"| {int(size):,} | {kind} | " + " | ".join(
+                f"{f(b['p50_ms'])} / {f(b['p99_ms'])} ({b['calls']}, {b['errors']})"
+                for b in r["by_flavor"].values()) + " |"
+            for size, kind, r in flavored)
+    for size, by in report["results"].items():
+        for kind, r in by.items():
+            k = r.get("keep_up")
+            if not k:
+                continue
+            out += (f"\n\nkeeping up, {int(size):,} nodes, {kind}: {k['seconds']:.0f} s, "
+                    f"claims written {k['written']}, load {k['load'][0]:.1f} - "
+                    f"{k['load'][1]:.1f}")
+            for label in ("idle", "churn"):
+                part = k[label]
+                out += (f"\n  {label}: {part['cpu_ms_per_s']} CPU ms/s; by thread "
+                        f"{part['cpu_ms_per_s_by_thread']}; reader metrics per s "
+                        f"{part['metrics_per_s'] or '(none exposed)'}")
     out += "\n\nwarm-up calls (ms; not in the figures):\n" + "\n".join(
         f"  {int(size):,} nodes, {kind}: "
         + ", ".join("failed" if ms is None else f"{ms:,.0f}" for ms in r["warmup_ms"])
@@ -521,7 +719,8 @@ def bad(report: dict) -> list[str]:
             for check in (r["check"], r.get("check_profiled")):
                 if not check:
                     continue
-                for key in ("lost", "doubled", "wrong_node", "stray"):
+                for key in ("lost", "doubled", "wrong_node", "wrong_resources",
+                            "missing_trait", "stray"):
                     if check[key]:
                         problems.append(f"{kind} at {size} nodes: {key} {check[key][:5]}")
             if r["errors"]:
@@ -542,6 +741,20 @@ def main() -> int:
                         help="which, in this order (default nova-scheduler,nova-sched)")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--shapes", choices=placement_rows.SHAPES, default="plain",
+                        help="nodes as the fake driver leaves them (plain) or "
+                        "libvirt-like: traits, aggregates, GPU/PCI children, PCPU "
+                        "(varied; bench/placement_rows.py)")
+    parser.add_argument("--flavors", choices=tuple(placement_rows.FLAVOR_SETS),
+                        default="plain",
+                        help="one plain flavor, or in turn plain, a required trait, "
+                        "PCPU, VGPU and a PCI device (varied)")
+    parser.add_argument("--keep-up", type=float, default=0, metavar="SECONDS",
+                        help="after nova-sched's calls at the largest size: its CPU "
+                        "and its Placement reader's rows while claims are written "
+                        "through Placement's API for SECONDS")
+    parser.add_argument("--churn-rate", type=float, default=20,
+                        help="claims a second during --keep-up (default 20)")
     parser.add_argument("--no-instance-sync", action="store_true",
                         help="no sync_instance_info casts before the calls")
     parser.add_argument("--py-spy", action="store_true",

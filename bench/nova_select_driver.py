@@ -23,6 +23,13 @@ each node ``<prefix><i:05d>`` with no instance (what every nova-compute
 sends at start and every ``scheduler_instance_sync_interval``): without
 it nova-scheduler reads each candidate host's instances from the cell
 database on every request. With ``--calls 0`` it only does that.
+
+``--flavors plain,trait,pcpu,vgpu,pci`` (issue 39) takes the calls' flavors
+in turn from bench/placement_rows.py's ``FLAVORS`` (extra specs as an
+operator sets them: a required trait, ``hw:cpu_policy=dedicated`` with the
+NUMA topology nova-api derives from it, ``resources:VGPU``, a PCI resource
+class); each line then names its ``"flavor"``. Without it, the one flavor
+of ``--vcpus``/``--memory-mb``/``--root-gb`` as before.
 """
 
 from __future__ import annotations
@@ -53,6 +60,9 @@ def main() -> int:
     parser.add_argument("--vcpus", type=int, default=1)
     parser.add_argument("--memory-mb", type=int, default=512)
     parser.add_argument("--root-gb", type=int, default=1)
+    parser.add_argument("--flavors", default="",
+                        help="comma-separated kinds of bench/placement_rows.py's "
+                        "FLAVORS, taken in turn")
     args = parser.parse_args()
 
     import nova.conf
@@ -93,13 +103,30 @@ def main() -> int:
              "min_ram": 0, "size": 16338944, "properties": {}}
     security_groups = objects.SecurityGroupList(
         objects=[objects.SecurityGroup(name="default")])
+    flavors = [(None, flavor)]
+    if args.flavors:
+        from nova.virt import hardware
+        from placement_rows import FLAVORS
 
-    def request_spec(instance_uuid: str):
+        flavors = []
+        for n, kind in enumerate(k for k in args.flavors.split(",") if k):
+            vcpus, extra_specs, _ = FLAVORS[kind]
+            flavors.append((kind, objects.Flavor(
+                id=n + 1, flavorid=f"bench.{kind}", name=f"bench.{kind}",
+                memory_mb=args.memory_mb, vcpus=vcpus, root_gb=args.root_gb,
+                ephemeral_gb=0, swap=0, rxtx_factor=1.0, vcpu_weight=0,
+                disabled=False, is_public=True, extra_specs=dict(extra_specs),
+                description=None)))
+        image_meta = objects.ImageMeta.from_dict(image)
+
+    def request_spec(instance_uuid: str, flavor):
         """nova-api's _provision_instances, for one instance of a boot."""
         filter_properties = scheduler_utils.build_filter_properties(
             {}, None, None, flavor)
+        numa_topology = (hardware.numa_get_constraints(flavor, image_meta)
+                         if args.flavors else None)
         spec = objects.RequestSpec.from_components(
-            ctxt, instance_uuid, image, flavor, None,
+            ctxt, instance_uuid, image, flavor, numa_topology,
             objects.InstancePCIRequests(requests=[]), filter_properties,
             None, None, security_groups=security_groups,
             port_resource_requests=[],
@@ -112,8 +139,11 @@ def main() -> int:
     errors = 0
     for i in range(total):
         instance_uuid = str(uuid.uuid4())
-        spec = request_spec(instance_uuid)
+        kind, call_flavor = flavors[i % len(flavors)]
+        spec = request_spec(instance_uuid, call_flavor)
         line = {"i": i, "warmup": i < args.warmup, "uuid": instance_uuid}
+        if kind:
+            line["flavor"] = kind
         started = time.perf_counter()
         try:
             answer = api.select_destinations(
