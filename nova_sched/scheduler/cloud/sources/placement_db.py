@@ -130,6 +130,8 @@ class PlacementDatabase:
     def __init__(self, url: str):
         self.where = masked_url(url)
         self.engine = _engine(url)
+        # Kept only to scrub it from error messages.
+        self.password = self.engine.url.password
         self.last_read = ReadStats()
 
     def _connect(self) -> sa.Connection:
@@ -205,8 +207,9 @@ class PlacementDatabase:
             changed = [p for p in self.read_all()[0] if p.uuid in wanted]
         else:
             changed = self.read_providers(moved)
-        for table, count in rows.items():
-            self._count(table, count)
+        if moved:  # the whole read restarted the figures
+            for table, count in rows.items():
+                self._count(table, count)
         self.last_read.seconds = time.monotonic() - started
         return changed, removed
 
@@ -290,3 +293,238 @@ def _chunks(items: list) -> Iterable[list]:
     iterator = iter(items)
     while chunk := list(itertools.islice(iterator, _CHUNK)):
         yield chunk
+
+
+@dataclasses.dataclass
+class PendingClaim:
+    """A claim of this daemon, counted in the model before a read shows it.
+
+    ``allocations`` ({rp_uuid: {rc: amount}}) loses a provider once a read
+    of that provider began after Placement accepted the claim: from then on
+    the read counts it."""
+
+    allocations: dict[str, dict[str, int]]
+    # time.monotonic() when counted (before it was sent to Placement).
+    counted: float = dataclasses.field(default_factory=time.monotonic)
+    # time.monotonic() when Placement accepted it (None: not yet).
+    confirmed: float | None = None
+
+
+class PlacementModelReader:
+    """A ``ProviderModel`` kept current from Placement's database.
+
+    ``poll`` (the poller thread's, every ``[placement_database]
+    refresh_interval``) reads the providers whose generation moved
+    (``refresh``) or, every ``resync_interval`` and at the first read,
+    every table whole (``reconcile``). A read that fails leaves the model as
+    last read and ``problem`` says why; the next poll tries again.
+    """
+
+    def __init__(self, database: PlacementDatabase | None = None,
+                 model: ProviderModel | None = None):
+        if database is None:
+            url = CONF.placement_database.connection
+            if not url:
+                from nova_sched import exception
+
+                raise exception.ConfigurationError(
+                    "Placement's model needs [placement_database] connection")
+            database = PlacementDatabase(url)
+        self.database = database
+        self.model = model if model is not None else ProviderModel()
+        # The model's own (re-entrant) lock guards the pending claims too:
+        # a claim counted while a read is applied is neither lost nor
+        # doubled, and a caller already holding the model's lock (a
+        # decision) may note a claim without a second lock to order.
+        self._lock = self.model.lock
+        self._pending: list[PendingClaim] = []
+        self._polling = threading.Lock()  # one read at a time
+        self._reconciled: float | None = None  # time.monotonic() of the last
+        self._problem: str | None = "Placement's database has not been read yet"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- the poller ---------------------------------------------------------
+    def start(self) -> None:
+        """Read in a thread of its own every refresh_interval."""
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="placement-db-reader")
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+
+    def _run(self) -> None:
+        self.poll()
+        while not self._stop.wait(CONF.placement_database.refresh_interval):
+            self.poll()
+
+    def poll(self) -> None:
+        """A refresh, or a reconciliation when one is due; never raises."""
+        try:
+            due = (self._reconciled is None or time.monotonic() - self._reconciled
+                   >= CONF.placement_database.resync_interval)
+            if due:
+                self.reconcile()
+            else:
+                self.refresh()
+            self._problem = None
+        except Exception as err:  # the next poll tries again; /healthz says why
+            self._problem = (f"Placement's database ({self.database.where}) "
+                             f"unreachable: {self._scrubbed(err)}; Placement's "
+                             "model is as last read")
+            LOG.warning("%s", self._problem)
+
+    def problem(self) -> str | None:
+        """Why the model may be stale (for /healthz); None when it is not."""
+        return self._problem
+
+    # -- reads --------------------------------------------------------------
+    def refresh(self) -> int:
+        """Read the providers whose generation moved, the new and removed
+        ones (and those holding a confirmed claim not yet settled); returns
+        how many changed in the model."""
+        if self._reconciled is None:
+            return self.reconcile()
+        with self._polling:
+            with self.model.lock:
+                known = {uuid: p.generation for uuid, p in self.model.providers.items()}
+            with self._lock:
+                for claim in self._pending:
+                    if claim.confirmed is not None:
+                        for uuid in claim.allocations:
+                            known[uuid] = -1  # read it again, whatever its generation
+            started = time.monotonic()
+            changed, removed = self.database.read_changed(known)
+            finished = time.monotonic()
+            with self._lock:
+                changed = [self._with_pending(p, started, finished) for p in changed]
+                self._drop_pending(removed)
+                if changed or removed:
+                    self.model.apply(changed, removed)
+            return len(changed) + len(removed)
+
+    def reconcile(self) -> int:
+        """Read every table whole and apply only what differs from the
+        model (what a generation does not show: releases, aggregates,
+        parents); returns how many providers changed."""
+        with self._polling:
+            started = time.monotonic()
+            providers, traits, classes = self.database.read_all()
+            finished = time.monotonic()
+            with self._lock:
+                self._expire(finished)
+                read = {p.uuid for p in providers}
+                current = self.model.providers
+                differ = [p for p in (self._with_pending(p, started, finished)
+                                      for p in providers)
+                          if current.get(p.uuid) != p]
+                removed = [uuid for uuid in current if uuid not in read]
+                names_changed = (traits != self.model.known_traits
+                                 or classes != self.model.known_classes)
+                self._drop_pending(removed)
+                if differ or removed or names_changed:
+                    self.model.apply(differ, removed, traits, classes)
+            self._reconciled = finished
+            if differ or removed:
+                LOG.info("Placement's database: %d providers differed from the "
+                         "model, %d removed, at reconciliation", len(differ),
+                         len(removed))
+            return len(differ) + len(removed)
+
+    def read_providers(self, uuids: Iterable[str]) -> int:
+        """Read these providers now (a claim Placement refused with a 409:
+        another scheduler took what the model shows free)."""
+        uuids = set(uuids)
+        with self._polling:
+            started = time.monotonic()
+            found = self.database.read_providers(uuids)
+            finished = time.monotonic()
+            removed = list(uuids - {p.uuid for p in found})
+            with self._lock:
+                found = [self._with_pending(p, started, finished) for p in found]
+                removed = [uuid for uuid in removed if uuid in self.model.providers]
+                self._drop_pending(removed)
+                self.model.apply(found, removed)
+            return len(found) + len(removed)
+
+    # -- this daemon's claims ----------------------------------------------
+    def note_claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> PendingClaim:
+        """Count a claim ({rp_uuid: {rc: amount}}) in the model now, before
+        it is sent to Placement; returns what note_confirmed and
+        note_withdrawn take."""
+        claim = PendingClaim({uuid: {rc: int(n) for rc, n in amounts.items()}
+                              for uuid, amounts in allocations.items()})
+        with self._lock:
+            self._pending.append(claim)
+            self.model.add_usage(claim.allocations)
+        return claim
+
+    def note_confirmed(self, claim: PendingClaim) -> None:
+        """Placement accepted the claim: the first read of each of its
+        providers that begins from now on counts it instead."""
+        with self._lock:
+            claim.confirmed = time.monotonic()
+
+    def note_withdrawn(self, claim: PendingClaim) -> None:
+        """The claim was refused, or its allocations deleted before any read
+        counted them: take back what is still counted of it."""
+        with self._lock:
+            if claim in self._pending:
+                self._pending.remove(claim)
+                self.model.add_usage(claim.allocations, sign=-1)
+
+    def pending(self) -> list[PendingClaim]:
+        with self._lock:
+            return list(self._pending)
+
+    def _with_pending(self, provider: Provider, started: float,
+                      finished: float) -> Provider:
+        """The provider as read over [started, finished], with this daemon's
+        claims the read cannot be trusted to count added on top; those
+        Placement accepted before the read began are settled (dropped)."""
+        extra: dict[str, int] = {}
+        for claim in self._pending:
+            amounts = claim.allocations.get(provider.uuid)
+            if amounts is None:
+                continue
+            if claim.confirmed is not None and claim.confirmed < started:
+                del claim.allocations[provider.uuid]
+                continue
+            # Sent after the read ended: not in it. Sent while it ran: may be
+            # in it; counted again, erring on the full side, until a read
+            # that began after its confirmation.
+            for rc, amount in amounts.items():
+                extra[rc] = extra.get(rc, 0) + amount
+        self._pending = [c for c in self._pending if c.allocations]
+        if not extra:
+            return provider
+        usages = dict(provider.usages)
+        for rc, amount in extra.items():
+            usages[rc] = usages.get(rc, 0) + amount
+        return dataclasses.replace(provider, usages=usages)
+
+    def _drop_pending(self, removed: Iterable[str]) -> None:
+        for uuid in removed:
+            for claim in self._pending:
+                claim.allocations.pop(uuid, None)
+        self._pending = [c for c in self._pending if c.allocations]
+
+    def _expire(self, now: float) -> None:
+        # A claim whose writer never said how it ended stops counting: by
+        # now a read shows it if Placement has it.
+        for claim in [c for c in self._pending if now - c.counted > _PENDING_TTL]:
+            self._pending.remove(claim)
+            self.model.add_usage(claim.allocations, sign=-1)
+
+    def _scrubbed(self, err: Exception) -> str:
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        password = self.database.password
+        if password:
+            text = text.replace(password, "***")
+        return text[:300]

@@ -4,6 +4,7 @@ written by SQL as Placement writes them (ids, generations, roots)."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import uuid as uuidlib
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 FUNCTIONAL = Path(__file__).resolve().parents[3] / "functional"
 
 
+@functools.lru_cache(maxsize=1)
 def placement_manage() -> Path:
     """The nova venv's placement-manage (the venv made once, then reused)."""
     if str(FUNCTIONAL) not in sys.path:
@@ -43,6 +45,22 @@ class PlacementTables:
         self.traits: dict[str, int] = {}
         self.aggregates: dict[str, int] = {}
         self.classes: dict[str, int] = {}
+
+    @staticmethod
+    def emptied(url: str) -> None:
+        """Every row of Placement's tables at ``url`` deleted."""
+        engine = sa.create_engine(url)
+        try:
+            with engine.begin() as conn:
+                for table in ("allocations", "inventories", "resource_provider_traits",
+                              "resource_provider_aggregates", "traits",
+                              "placement_aggregates", "resource_classes", "consumers"):
+                    conn.execute(sa.text(f"DELETE FROM {table}"))
+                conn.execute(sa.text("UPDATE resource_providers SET "
+                                     "root_provider_id = NULL, parent_provider_id = NULL"))
+                conn.execute(sa.text("DELETE FROM resource_providers"))
+        finally:
+            engine.dispose()
 
     def sql(self, statement: str, **params) -> None:
         with self.engine.begin() as conn:
@@ -124,4 +142,7 @@ class PlacementTables:
         for table in ("inventories", "allocations", "resource_provider_traits",
                       "resource_provider_aggregates"):
             self.sql(f"DELETE FROM {table} WHERE resource_provider_id = :id", id=rp_id)
+        # Its root is itself (a root's): MySQL checks the key row by row.
+        self.sql("UPDATE resource_providers SET root_provider_id = NULL, "
+                 "parent_provider_id = NULL WHERE id = :id", id=rp_id)
         self.sql("DELETE FROM resource_providers WHERE id = :id", id=rp_id)

@@ -4,13 +4,15 @@ on MariaDB (tests/db_backends.py; skipped when its server is down)."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
+import time
 import uuid as uuidlib
 
 import pytest
 
+from nova_sched.conf import CONF
 from nova_sched.scheduler.cloud.sources.placement_db import (PlacementDatabase,
+                                                             PlacementModelReader,
                                                              masked_url)
 from nova_sched.scheduler.placement_model.providers import Inventory
 from tests.db_backends import temporary_database
@@ -28,16 +30,24 @@ def sqlite_schema(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def mysql_schema(tmp_path_factory):
+    """One MariaDB database migrated by Placement for the module, emptied
+    before each test (a migration there takes seconds)."""
+    with temporary_database("mysql") as url:
+        sync_schema(url, tmp_path_factory.mktemp("placement-mysql"))
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "mysql"])
 def url(request, sqlite_schema, tmp_path):
     if request.param == "sqlite":
         path = tmp_path / "placement.sqlite"
         shutil.copy(sqlite_schema, path)
-        yield f"sqlite:///{path}"
-        return
-    with temporary_database("mysql") as mysql_url:
-        sync_schema(mysql_url, tmp_path)
-        yield mysql_url
+        return f"sqlite:///{path}"
+    url = request.getfixturevalue("mysql_schema")
+    PlacementTables.emptied(url)
+    return url
 
 
 @pytest.fixture
@@ -173,3 +183,154 @@ def test_masked_url_hides_the_password():
     assert masked.startswith("mysql+pymysql://placement:") and "db:3306" in masked
     assert "s3cret" not in PlacementDatabase(
         "mysql+pymysql://placement:s3cret@127.0.0.1:1/placement").where
+
+
+def _reader(database) -> PlacementModelReader:
+    reader = PlacementModelReader(database)
+    reader.poll()
+    assert reader.problem() is None
+    return reader
+
+
+def test_read_changed_reads_only_what_moved(tables, database):
+    cloud = _cloud(tables)
+    providers, _, _ = database.read_all()
+    known = {p.uuid: p.generation for p in providers}
+
+    changed, removed = database.read_changed(known)
+    # Nothing moved: one narrow row per provider, nothing else.
+    assert (changed, removed) == ([], [])
+    assert database.last_read.rows == {"resource_providers (generations)": 5}
+
+    tables.allocation(cloud["gpu"], "e", VGPU, 1)
+    tables.bump(cloud["gpu"])
+    new = tables.provider("cn2")
+    tables.inventory(new, VCPU, 8)
+    tables.delete_provider(cloud["ironic"])
+    changed, removed = database.read_changed(known)
+
+    assert removed == [cloud["ironic"]]
+    by_uuid = {p.uuid: p for p in changed}
+    assert set(by_uuid) == {cloud["gpu"], new}
+    assert by_uuid[cloud["gpu"]].usages == {"VGPU": 3}
+    assert by_uuid[cloud["gpu"]].generation == 1
+    assert by_uuid[cloud["gpu"]].root_uuid == cloud["cn"]
+    assert by_uuid[new].inventories["VCPU"].total == 8
+
+
+def test_reader_keeps_the_model_and_reconciliation_catches_releases(tables, database):
+    cloud = _cloud(tables)
+    reader = _reader(database)
+    model = reader.model
+    assert model.providers[cloud["cn"]].usages["VCPU"] == 7
+    assert model.tree_of(cloud["cn"])[0].uuid == cloud["cn"]
+    assert "CUSTOM_BAREMETAL_GOLD" in model.known_classes
+
+    # DELETE /allocations/b: Placement moves no generation.
+    tables.delete_consumer("b")
+    assert reader.refresh() == 0
+    assert model.providers[cloud["cn"]].usages["VCPU"] == 7
+    version = model.version
+    assert reader.reconcile() == 3  # cn, its GPU, the shared disk
+    assert model.providers[cloud["cn"]].usages == {"VCPU": 3, "MEMORY_MB": 2560}
+    assert model.providers[cloud["gpu"]].usages == {}
+    assert model.providers[cloud["disk"]].usages == {"DISK_GB": 40}
+    assert model.changed_since(version) == {cloud["cn"], cloud["gpu"], cloud["disk"]}
+    # Nothing else differs: a reconciliation without changes applies none.
+    version = model.version
+    assert reader.reconcile() == 0 and model.version == version
+
+    # A bump, a new provider, a removed one: a refresh.
+    tables.trait(cloud["ironic"], "CUSTOM_NEW")
+    tables.bump(cloud["ironic"])
+    child = tables.provider("cn1_numa1", parent=cloud["cn"])
+    tables.delete_provider(cloud["vf"])
+    assert reader.refresh() == 3
+    assert "CUSTOM_NEW" in model.providers[cloud["ironic"]].traits
+    assert cloud["vf"] not in model.providers
+    assert child in {p.uuid for p in model.tree_of(cloud["cn"])}
+    assert cloud["vf"] not in {p.uuid for p in model.tree_of(cloud["cn"])}
+
+
+def test_unreachable_database_keeps_the_model(tables, database):
+    cloud = _cloud(tables)
+    reader = _reader(database)
+    before = dict(reader.model.providers)
+    reader.database = PlacementDatabase(
+        "mysql+pymysql://placement:s3cret@127.0.0.1:1/placement")
+    try:
+        reader.poll()
+        reader._reconciled = None  # the reconciliation fails too
+        reader.poll()
+    finally:
+        reader.database.dispose()
+    problem = reader.problem()
+    assert problem is not None and "unreachable" in problem
+    assert "s3cret" not in problem
+    assert reader.model.providers == before
+    assert reader.model.providers[cloud["cn"]].usages["VCPU"] == 7
+    reader.database = database
+    reader.poll()
+    assert reader.problem() is None
+
+
+def test_own_claims_counted_once(tables, database):
+    cloud = _cloud(tables)
+    reader = _reader(database)
+    model, cn = reader.model, cloud["cn"]
+
+    # Counted at once, and kept over reads that do not have it yet.
+    first = reader.note_claimed({cn: {"VCPU": 2}, cloud["disk"]: {"DISK_GB": 10}})
+    assert model.providers[cn].usages["VCPU"] == 9
+    tables.bump(cn)  # another change to the provider, not the claim
+    reader.refresh()
+    reader.reconcile()
+    assert model.providers[cn].usages["VCPU"] == 9
+    assert model.providers[cloud["disk"]].usages["DISK_GB"] == 70
+
+    # Placement writes it (and moves generations) while a read may run: the
+    # read that shows it before the confirmation counts it twice, erring full.
+    tables.allocation(cn, "first", VCPU, 2)
+    tables.allocation(cloud["disk"], "first", DISK_GB, 10)
+    tables.bump(cn)
+    tables.bump(cloud["disk"])
+    reader.refresh()
+    assert model.providers[cn].usages["VCPU"] == 11
+    # Confirmed: the next read, though no generation moved since, settles it.
+    reader.note_confirmed(first)
+    assert reader.refresh() == 2
+    assert model.providers[cn].usages["VCPU"] == 9
+    assert model.providers[cloud["disk"]].usages["DISK_GB"] == 70
+    assert reader.pending() == []
+    assert reader.reconcile() == 0
+
+    # Withdrawn (a 409): taken back.
+    second = reader.note_claimed({cn: {"VCPU": 4}})
+    assert model.providers[cn].usages["VCPU"] == 13
+    reader.note_withdrawn(second)
+    assert model.providers[cn].usages["VCPU"] == 9
+    reader.note_withdrawn(second)  # twice is once
+    assert model.providers[cn].usages["VCPU"] == 9
+
+
+def test_poller_thread_follows_changes(tables, database):
+    CONF.set_override("refresh_interval", 0.1, "placement_database")
+    cloud = _cloud(tables)
+    reader = PlacementModelReader(database)
+    reader.start()
+    try:
+        _wait(lambda: cloud["cn"] in reader.model.providers)
+        tables.allocation(cloud["ironic"], "x", 10000, 1)
+        tables.bump(cloud["ironic"])
+        _wait(lambda: reader.model.providers[cloud["ironic"]].usages
+              == {"CUSTOM_BAREMETAL_GOLD": 2})
+    finally:
+        reader.stop()
+    assert reader.problem() is None
+
+
+def _wait(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
