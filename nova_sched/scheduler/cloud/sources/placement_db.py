@@ -68,6 +68,9 @@ _WHOLE_READ_SHARE = 0.25
 # A claim never confirmed nor withdrawn (its writer died) stops counting
 # after this long; a read has shown Placement's answer by then.
 _PENDING_TTL = 300.0
+# A poll still unanswered after this long makes /healthz say so (a dead
+# server may take read_timeout to fail the read).
+_SLOW_READ = 30.0
 
 _PROVIDERS = (
     "SELECT rp.id, rp.uuid, rp.name, rp.generation, parent.uuid AS parent_uuid, "
@@ -133,6 +136,9 @@ class PlacementDatabase:
         # Kept only to scrub it from error messages.
         self.password = self.engine.url.password
         self.last_read = ReadStats()
+        # (trait names, resource class names) as the last read that read
+        # providers found them (None: no such read yet).
+        self.last_names: tuple[set[str], set[str]] | None = None
 
     def _connect(self) -> sa.Connection:
         conn = self.engine.connect()
@@ -145,13 +151,14 @@ class PlacementDatabase:
     # -- the names --------------------------------------------------------
     def _names(self, conn: sa.Connection) -> tuple[dict[int, str], dict[int, str],
                                                    dict[int, str]]:
+        in_table = conn.exec_driver_sql("SELECT id, name FROM resource_classes").all()
         classes = {i: name for i, name in enumerate(STANDARD_RESOURCE_CLASSES)}
-        classes.update(conn.exec_driver_sql(
-            "SELECT id, name FROM resource_classes").all())
+        classes.update(in_table)
         traits = dict(conn.exec_driver_sql("SELECT id, name FROM traits").all())
         aggregates = dict(conn.exec_driver_sql(
             "SELECT id, uuid FROM placement_aggregates").all())
-        self._count("names", len(classes) + len(traits) + len(aggregates))
+        self._count("names", len(in_table) + len(traits) + len(aggregates))
+        self.last_names = (set(traits.values()), set(classes.values()))
         return classes, traits, aggregates
 
     def _count(self, table: str, rows: int) -> None:
@@ -167,7 +174,7 @@ class PlacementDatabase:
             classes, traits, aggregates = self._names(conn)
             providers = self._providers(conn, None, classes, traits, aggregates)
         self.last_read.seconds = time.monotonic() - started
-        return providers, set(traits.values()), set(classes.values())
+        return providers, *self.last_names
 
     def generations(self) -> dict[str, int]:
         """uuid -> generation of every provider (one narrow query)."""
@@ -343,6 +350,7 @@ class PlacementModelReader:
         self._problem: str | None = "Placement's database has not been read yet"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reading_since: float | None = None  # a poll under way since
 
     # -- the poller ---------------------------------------------------------
     def start(self) -> None:
@@ -366,6 +374,7 @@ class PlacementModelReader:
 
     def poll(self) -> None:
         """A refresh, or a reconciliation when one is due; never raises."""
+        self._reading_since = time.monotonic()
         try:
             due = (self._reconciled is None or time.monotonic() - self._reconciled
                    >= CONF.placement_database.resync_interval)
@@ -379,9 +388,16 @@ class PlacementModelReader:
                              f"unreachable: {self._scrubbed(err)}; Placement's "
                              "model is as last read")
             LOG.warning("%s", self._problem)
+        finally:
+            self._reading_since = None
 
     def problem(self) -> str | None:
         """Why the model may be stale (for /healthz); None when it is not."""
+        since = self._reading_since
+        if since is not None and time.monotonic() - since > _SLOW_READ:
+            return (f"Placement's database ({self.database.where}) has not "
+                    f"answered a read for {time.monotonic() - since:.0f} s; "
+                    "Placement's model is as last read")
         return self._problem
 
     # -- reads --------------------------------------------------------------
@@ -403,10 +419,16 @@ class PlacementModelReader:
             changed, removed = self.database.read_changed(known)
             finished = time.monotonic()
             with self._lock:
-                changed = [self._with_pending(p, started, finished) for p in changed]
+                changed = self._with_pending(changed, started, finished)
                 self._drop_pending(removed)
-                if changed or removed:
-                    self.model.apply(changed, removed)
+                names = self.database.last_names if changed else None
+                if names is not None and names == (self.model.known_traits,
+                                                   self.model.known_classes):
+                    names = None
+                if changed or removed or names:
+                    # A trait or class created since the last read comes
+                    # with the provider that holds it.
+                    self.model.apply(changed, removed, *(names or (None, None)))
             return len(changed) + len(removed)
 
     def reconcile(self) -> int:
@@ -421,8 +443,7 @@ class PlacementModelReader:
                 self._expire(finished)
                 read = {p.uuid for p in providers}
                 current = self.model.providers
-                differ = [p for p in (self._with_pending(p, started, finished)
-                                      for p in providers)
+                differ = [p for p in self._with_pending(providers, started, finished)
                           if current.get(p.uuid) != p]
                 removed = [uuid for uuid in current if uuid not in read]
                 names_changed = (traits != self.model.known_traits
@@ -447,7 +468,7 @@ class PlacementModelReader:
             finished = time.monotonic()
             removed = list(uuids - {p.uuid for p in found})
             with self._lock:
-                found = [self._with_pending(p, started, finished) for p in found]
+                found = self._with_pending(found, started, finished)
                 removed = [uuid for uuid in removed if uuid in self.model.providers]
                 self._drop_pending(removed)
                 self.model.apply(found, removed)
@@ -483,31 +504,38 @@ class PlacementModelReader:
         with self._lock:
             return list(self._pending)
 
-    def _with_pending(self, provider: Provider, started: float,
-                      finished: float) -> Provider:
-        """The provider as read over [started, finished], with this daemon's
-        claims the read cannot be trusted to count added on top; those
-        Placement accepted before the read began are settled (dropped)."""
-        extra: dict[str, int] = {}
+    def _with_pending(self, providers: list[Provider], started: float,
+                      finished: float) -> list[Provider]:
+        """The providers as read over [started, finished], with this
+        daemon's claims the read cannot be trusted to count added on top;
+        those Placement accepted before the read began are settled
+        (dropped)."""
+        if not self._pending:
+            return providers
+        claims_on: dict[str, list[PendingClaim]] = {}
         for claim in self._pending:
-            amounts = claim.allocations.get(provider.uuid)
-            if amounts is None:
-                continue
-            if claim.confirmed is not None and claim.confirmed < started:
-                del claim.allocations[provider.uuid]
-                continue
-            # Sent after the read ended: not in it. Sent while it ran: may be
-            # in it; counted again, erring on the full side, until a read
-            # that began after its confirmation.
-            for rc, amount in amounts.items():
-                extra[rc] = extra.get(rc, 0) + amount
+            for uuid in claim.allocations:
+                claims_on.setdefault(uuid, []).append(claim)
+        composed = []
+        for provider in providers:
+            extra: dict[str, int] = {}
+            for claim in claims_on.get(provider.uuid, ()):
+                if claim.confirmed is not None and claim.confirmed < started:
+                    del claim.allocations[provider.uuid]
+                    continue
+                # Sent after the read ended: not in it. Sent while it ran:
+                # may be in it; counted again, erring on the full side,
+                # until a read that began after its confirmation.
+                for rc, amount in claim.allocations[provider.uuid].items():
+                    extra[rc] = extra.get(rc, 0) + amount
+            if extra:
+                usages = dict(provider.usages)
+                for rc, amount in extra.items():
+                    usages[rc] = usages.get(rc, 0) + amount
+                provider = dataclasses.replace(provider, usages=usages)
+            composed.append(provider)
         self._pending = [c for c in self._pending if c.allocations]
-        if not extra:
-            return provider
-        usages = dict(provider.usages)
-        for rc, amount in extra.items():
-            usages[rc] = usages.get(rc, 0) + amount
-        return dataclasses.replace(provider, usages=usages)
+        return composed
 
     def _drop_pending(self, removed: Iterable[str]) -> None:
         for uuid in removed:

@@ -247,6 +247,9 @@ def test_reader_keeps_the_model_and_reconciliation_catches_releases(tables, data
     tables.delete_provider(cloud["vf"])
     assert reader.refresh() == 3
     assert "CUSTOM_NEW" in model.providers[cloud["ironic"]].traits
+    # A trait created since comes with the provider holding it: a request
+    # naming it is not refused as unknown until the next reconciliation.
+    assert "CUSTOM_NEW" in model.known_traits
     assert cloud["vf"] not in model.providers
     assert child in {p.uuid for p in model.tree_of(cloud["cn"])}
     assert cloud["vf"] not in {p.uuid for p in model.tree_of(cloud["cn"])}
