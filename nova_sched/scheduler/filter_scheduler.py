@@ -111,6 +111,8 @@ class FilterScheduler(driver.Scheduler):
         cycle.table = self.host_manager.table
         # nova: forcing a host or node skips the filters entirely.
         filters = [] if forced else self.filters
+        if self.provider_candidates.model is not None:
+            filters = [f for f in filters if not f.judged_by_placement]
         cycle.prepare([self.provider_candidates] + filters + self.weighers)
         with self.host_manager.lock:
             cycle.table = self.host_manager.table
@@ -128,8 +130,10 @@ class FilterScheduler(driver.Scheduler):
 
     def limits(self, cycle: CycleState, row: int) -> dict:
         limits: dict = {}
+        in_placement = cycle.placement is not None
         for flt in self.filters:
-            limits.update(flt.limits(cycle, row))
+            if not (in_placement and flt.judged_by_placement):
+                limits.update(flt.limits(cycle, row))
         return limits
 
     def _candidates(self, cycle: CycleState, forced: bool):

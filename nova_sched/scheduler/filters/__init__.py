@@ -38,6 +38,12 @@ class BaseHostFilter:
 
     # Set per class: whether the handler asks host_passes host by host.
     per_host = False
+    # Whether Placement's allocation candidates judge what this filter
+    # judges (capacity): where the decision asks Placement's model the
+    # filter does not run, as nova dropped RamFilter, CoreFilter and
+    # DiskFilter once Placement judged capacity; a node's three columns
+    # would misjudge a PCPU, Ironic or shared-disk request.
+    judged_by_placement = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -20,6 +20,8 @@ class CoreFilter(filters.BaseHostFilter):
     into a failed claim.
     """
 
+    judged_by_placement = True
+
     def filter_all(self, cycle, rows):
         return cycle.resources.fits(VCPU, rows, cycle.spec.vcpus)
 

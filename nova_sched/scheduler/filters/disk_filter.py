@@ -18,6 +18,8 @@ class DiskFilter(filters.BaseHostFilter):
     need more disk than the node has physically.
     """
 
+    judged_by_placement = True
+
     def filter_all(self, cycle, rows):
         return cycle.resources.fits(DISK, rows, cycle.spec.disk_mb)
 

@@ -17,6 +17,8 @@ class RamFilter(filters.BaseHostFilter):
     against itself: it may not have more RAM than the node has physically.
     """
 
+    judged_by_placement = True
+
     def filter_all(self, cycle, rows):
         return cycle.resources.fits(RAM, rows, cycle.spec.memory_mb)
 

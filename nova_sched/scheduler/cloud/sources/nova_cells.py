@@ -71,6 +71,8 @@ from nova_sched.scheduler.claim_stores.base import Claim
 from nova_sched.scheduler.cloud.sources import nova_formats
 from nova_sched.scheduler.cloud.sources.base import HostRows
 from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
+from nova_sched.scheduler.cloud.sources.placement_db import PendingClaim, PlacementModelReader
+from nova_sched.scheduler.placement_model.providers import Provider
 
 LOG = logging.getLogger(__name__)
 
@@ -115,6 +117,8 @@ class _Pending:
     confirmed: float | None = None
     # Sent while a read of Placement ran: that read may already count it.
     doubtful: bool = False
+    # With Placement's model: the claim as the model's reader counts it.
+    counted_in_model: PendingClaim | None = None
 
 
 @dataclasses.dataclass
@@ -152,6 +156,15 @@ class NovaCellsSource:
             databases = NovaDatabases(url)
         self.databases = databases
         self.placement = placement if placement is not None else PlacementClient()
+        # Placement's whole model, read from its database, when configured
+        # ([placement_database] connection): node figures come from it and
+        # decisions ask it for allocation candidates; else the nodes'
+        # VCPU, MEMORY_MB and DISK_GB come from Placement's API.
+        self.placement_reader = (PlacementModelReader()
+                                 if CONF.placement_database.connection else None)
+        self.provider_model = (None if self.placement_reader is None
+                               else self.placement_reader.model)
+        self._model_seen = 0  # the model's version last copied into _usage
         self._lock = threading.Lock()
         self._node_ids: dict[str, int] = {}        # node uuid -> row id
         self._nodes: dict[int, dict] = {}          # row id -> compute node row
@@ -191,6 +204,8 @@ class NovaCellsSource:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.placement_reader is not None:
+            self.placement_reader.stop()
 
     def _run(self) -> None:
         while not self._stop.wait(CONF.nova_cells.refresh_interval):
@@ -210,7 +225,11 @@ class NovaCellsSource:
             self._read_databases()
         except Exception as err:
             problems.append(f"nova database unreachable: {_short(err)}")
-        if time.monotonic() >= self._placement_due:
+        if self.placement_reader is not None:
+            self._usage_from_model(every_node=True)
+            if self.placement_reader.problem():
+                problems.append(self.placement_reader.problem())
+        elif time.monotonic() >= self._placement_due:
             started = self._reading_since = time.monotonic()
             try:
                 self._read_placement()
@@ -442,14 +461,49 @@ class NovaCellsSource:
             usage[rc] = {"capacity": capacity, "used": int(usages.get(rc, 0))}
         return usage
 
+    def _usage_from_model(self, every_node: bool = False) -> None:
+        """Copy the figures of the roots whose providers changed in
+        Placement's model (``every_node``: also those of nodes not yet
+        given any) into the nodes' usage, and drop own claims the model's
+        reads now count."""
+        model = self.provider_model
+        with model.lock:
+            version = model.version
+            changed = (model.changed_since(self._model_seen)
+                       if version != self._model_seen else set())
+            if every_node:
+                with self._lock:
+                    changed |= {uuid for uuid in self._node_ids if uuid not in self._usage}
+            figures = {uuid: _root_figures(model.providers.get(uuid)) for uuid in changed}
+            settled = self.placement_reader.pending()
+        self._model_seen = version
+        with self._lock:
+            for uuid, usage in figures.items():
+                node_id = self._node_ids.get(uuid)
+                if node_id is not None and self._usage.get(uuid) != usage:
+                    self._usage[uuid] = usage
+                    self._changed_nodes.add(node_id)
+            still = {id(claim) for claim in settled}
+            for node_id, items in list(self._pending.items()):
+                kept = [p for p in items if p.counted_in_model is None
+                        or id(p.counted_in_model) in still]
+                if kept:
+                    self._pending[node_id] = kept
+                else:
+                    del self._pending[node_id]
+
     # -- the host table's reads ---------------------------------------------
     def load_all(self) -> HostRows:
         if not self._loaded:
+            if self.placement_reader is not None:
+                self.placement_reader.poll()
             self.poll()
             if self._problem and not self._nodes:
                 raise exception.DatabaseUnavailable(self._problem)
             self._loaded = True
             self.start()
+            if self.placement_reader is not None:
+                self.placement_reader.start()
         with self._lock:
             self._changed_nodes.clear()
             self._changed_hosts.clear()
@@ -460,6 +514,8 @@ class NovaCellsSource:
                             list(self._aggregates or []), {}, full=True)
 
     def load_changed(self, since_us: int) -> HostRows:
+        if self.placement_reader is not None:
+            self._usage_from_model()
         with self._lock:
             node_ids, self._changed_nodes = self._changed_nodes, set()
             hosts, self._changed_hosts = self._changed_hosts, set()
@@ -478,6 +534,8 @@ class NovaCellsSource:
             row = self._nodes.get(node_id)
         if row is None:
             return HostRows()
+        if self.placement_reader is not None:
+            return self._read_in_model([node_id])
         started = time.monotonic()
         usage = self._read_provider(row["uuid"])
         finished = time.monotonic()
@@ -500,9 +558,13 @@ class NovaCellsSource:
         already; None when there are none."""
         with self._lock:
             doubtful = [node_id for node_id, items in self._pending.items()
-                        if any(p.doubtful for p in items)]
+                        if any(p.doubtful or p.counted_in_model is not None
+                               and p.counted_in_model.confirmed is not None
+                               for p in items)]
         if not doubtful:
             return None
+        if self.placement_reader is not None:
+            return self._read_in_model(doubtful)
         rows = HostRows()
         for node_id in doubtful:
             read = self.load_node(node_id)
@@ -565,12 +627,39 @@ class NovaCellsSource:
                     found[uuid] = pending[uuid]
             return found
 
-    def note_claimed(self, claim: Claim, host: str) -> None:
+    def _read_in_model(self, node_ids: list[int]) -> HostRows:
+        """Read these nodes' provider trees (and the providers of own
+        claims on them) from Placement's database now: a lost claim, or
+        claims a read may count twice, before a NoValidHost."""
+        model = self.provider_model
         with self._lock:
-            self._pending.setdefault(claim.node_id, []).append(_Pending(claim, host))
+            roots = [self._nodes[n]["uuid"] for n in node_ids if n in self._nodes]
+            claimed = {uuid for n in node_ids for p in self._pending.get(n, ())
+                       if p.counted_in_model is not None
+                       for uuid in p.counted_in_model.allocations}
+        uuids = claimed | {p.uuid for root in roots for p in model.tree_of(root)}
+        self.placement_reader.read_providers(uuids | set(roots))
+        self._usage_from_model()
+        with self._lock:
+            self._changed_nodes.difference_update(node_ids)
+            nodes = [self._node_row(n) for n in node_ids]
+            return HostRows([n for n in nodes if n is not None],
+                            [self._service_row(self._nodes[n]["host"])
+                             for n in node_ids if n in self._nodes])
+
+    def note_claimed(self, claim: Claim, host: str) -> None:
+        pending = _Pending(claim, host)
+        if self.placement_reader is not None:
+            pending.counted_in_model = self.placement_reader.note_claimed(
+                claim.placement_allocations())
+        with self._lock:
+            self._pending.setdefault(claim.node_id, []).append(pending)
 
     def note_withdrawn(self, claim: Claim) -> None:
         with self._lock:
+            for p in self._pending.get(claim.node_id, ()):
+                if p.claim is claim and p.counted_in_model is not None:
+                    self.placement_reader.note_withdrawn(p.counted_in_model)
             pending = [p for p in self._pending.get(claim.node_id, ())
                        if p.claim is not claim]
             if pending:
@@ -584,6 +673,8 @@ class NovaCellsSource:
             for pending in self._pending.get(claim.node_id, ()):
                 if pending.claim is claim:
                     pending.confirmed = time.monotonic()
+                    if pending.counted_in_model is not None:
+                        self.placement_reader.note_confirmed(pending.counted_in_model)
 
     def all_computes_own_nova(self) -> bool:
         """Whether every nova-compute reports OWNER_NOVA (nova's
@@ -667,6 +758,8 @@ class NovaCellsSource:
         if gone:
             return record
         pending = self._pending.get(node_id, [])
+        # Claims counted in Placement's model are in its figures already.
+        counted = [p for p in pending if p.counted_in_model is None]
         figures = {rc: usage.get(rc, {"capacity": 0, "used": 0}) for rc in _CLASSES}
         record.update(
             uuid=row["uuid"], cell_uuid=cell,
@@ -674,11 +767,11 @@ class NovaCellsSource:
             memory_mb=figures["MEMORY_MB"]["capacity"],
             local_gb=figures["DISK_GB"]["capacity"],
             reserved_host_memory_mb=0, reserved_host_disk_mb=0, reserved_host_cpus=0,
-            claimed_vcpus=figures["VCPU"]["used"] + sum(p.claim.vcpus for p in pending),
+            claimed_vcpus=figures["VCPU"]["used"] + sum(p.claim.vcpus for p in counted),
             claimed_memory_mb=figures["MEMORY_MB"]["used"]
-            + sum(p.claim.memory_mb for p in pending),
+            + sum(p.claim.memory_mb for p in counted),
             claimed_disk_mb=figures["DISK_GB"]["used"] * 1024
-            + sum(p.claim.disk_mb for p in pending),
+            + sum(p.claim.disk_mb for p in counted),
             claimed_instances=self._instances_on(row, pending),
             current_workload=row["current_workload"],
             hypervisor_type=row["hypervisor_type"],
@@ -700,6 +793,17 @@ class NovaCellsSource:
             # nova's casts name the host only; a one-node host is the usual.
             here = here | self._placed.get((host, None), set())
         return len(here | {p.claim.instance_uuid for p in pending})
+
+
+def _root_figures(provider: Provider | None) -> dict:
+    """A node's figures from its root provider in Placement's model: every
+    class present (0 without inventory: an Ironic node's root holds only
+    its CUSTOM_* class) while the provider exists, nothing once it is gone."""
+    if provider is None:
+        return {}
+    return {rc: {"capacity": inv.capacity if inv else 0,
+                 "used": provider.usages.get(rc, 0)}
+            for rc, inv in ((rc, provider.inventories.get(rc)) for rc in _CLASSES)}
 
 
 def _short(err: Exception) -> str:
