@@ -26,6 +26,14 @@ class NoValidHost(NovaSchedException):
         super().__init__(reason=reason)
 
 
+class ResourceRequestRefused(NoValidHost):
+    """The resource request nova would build for this request is one nova
+    or Placement refuses (two flavor groups without ``group_policy``, a group
+    without resources, a trait both required and forbidden, a flavor and
+    image that conflict): no host is asked, as nova-scheduler ends in
+    NoValidHost. ``reason`` is nova's or Placement's own text."""
+
+
 class InvalidRequestSpec(NovaSchedException):
     """A request_spec or filter_properties that cannot be scheduled."""
 

@@ -17,13 +17,14 @@ from oslo_config import cfg
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
                              metrics, nova_cells, pci, placement,
-                             placement_database, prometheus, scheduler)
+                             placement_database, prometheus, scheduler,
+                             workarounds)
 
 CONF = cfg.CONF
 
 _MODULES = (default, database, scheduler, filter_scheduler, metrics, pci,
             prometheus, fake_compute, nova_cells, placement,
-            placement_database)
+            placement_database, workarounds)
 
 
 def register_all(conf: cfg.ConfigOpts) -> None:

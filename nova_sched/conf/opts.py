@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from nova_sched.conf import (database, default, fake_compute, filter_scheduler,
                              metrics, nova_cells, pci, placement,
-                             placement_database, prometheus, scheduler)
+                             placement_database, prometheus, scheduler,
+                             workarounds)
 
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 DEFAULT_CONTROL_EXCHANGE = "nova"
@@ -27,7 +28,7 @@ def list_opts():
     result = []
     for module in (default, database, scheduler, filter_scheduler, metrics, pci,
                    prometheus, fake_compute, nova_cells, placement,
-                   placement_database):
+                   placement_database, workarounds):
         for group, opts in module.list_opts().items():
             result.append((group, opts))
     return result

@@ -136,6 +136,68 @@ scheduler_opts = [
         help="Seconds between full reloads of the in-memory host states from "
         "the database. Between them only changed rows are read.",
     ),
+    # nova 34's [scheduler] options of the Placement query and its request
+    # filters (nova/conf/scheduler.py), under nova's names and defaults so
+    # that nova's section works copied as it is.
+    cfg.IntOpt(
+        "max_placement_results",
+        default=1000,
+        min=1,
+        help="As nova's option: the most allocation candidates one request "
+        "asks Placement's model for (the query's limit). nova drops the "
+        "limit for requests with a group, same_host or different_host hint "
+        "and for a destination host with several nodes.",
+    ),
+    cfg.BoolOpt(
+        "limit_tenants_to_placement_aggregate",
+        default=False,
+        help="As nova's option: a project named in the metadata of host "
+        "aggregates (keys starting with filter_tenant_id, value the project "
+        "id) is placed only on hosts of those aggregates, through their "
+        "Placement aggregates. Other projects are not restricted unless "
+        "placement_aggregate_required_for_tenants is set.",
+    ),
+    cfg.BoolOpt(
+        "placement_aggregate_required_for_tenants",
+        default=False,
+        help="As nova's option: with limit_tenants_to_placement_aggregate, a "
+        "project named by no aggregate gets no host at all (NoValidHost "
+        "'No hosts available for tenant').",
+    ),
+    cfg.BoolOpt(
+        "query_placement_for_image_type_support",
+        default=False,
+        help="As nova's option: ask only for compute nodes whose root "
+        "provider has the COMPUTE_IMAGE_TYPE_<disk format> trait of the "
+        "image (not for volume-backed instances).",
+    ),
+    cfg.BoolOpt(
+        "enable_isolated_aggregate_filtering",
+        default=False,
+        help="As nova's option: host aggregates whose metadata requires a "
+        "trait (trait:NAME=required) keep out every request that does not "
+        "require all of their traits, through their Placement aggregates.",
+    ),
+    cfg.BoolOpt(
+        "image_metadata_prefilter",
+        default=False,
+        help="As nova's option: the image's hw_cdrom_bus, hw_disk_bus, "
+        "hw_video_model and hw_vif_model become required traits of the "
+        "compute node's root provider (COMPUTE_STORAGE_BUS_*, "
+        "COMPUTE_GRAPHICS_MODEL_*, COMPUTE_NET_VIF_MODEL_*).",
+    ),
+    cfg.BoolOpt(
+        "query_placement_for_routed_network_aggregates",
+        default=False,
+        help="As nova's option: a request on routed networks is asked only "
+        "for hosts in the aggregates of the networks' segments. nova asks "
+        "neutron for each network's (or port's subnet's) segments; "
+        "nova-sched calls no neutron: it narrows the request by the "
+        "networks whose segment aggregates its host source knows, and "
+        "leaves a network it does not know, and every port, unnarrowed "
+        "(the compute node's port binding still fails on a wrong segment, "
+        "and nova reschedules).",
+    ),
 ]
 
 

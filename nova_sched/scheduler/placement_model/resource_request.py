@@ -82,9 +82,10 @@ class ResourceRequest:
         (``ResourceRequest.to_querystring``): keys sorted, values sorted."""
         pairs: list[tuple[str, str]] = []
         for suffix, group in sorted(self.groups.items()):
-            if group.resources:
-                pairs.append((f"resources{suffix}", ",".join(
-                    f"{rc}:{n}" for rc, n in sorted(group.resources.items()))))
+            # Always sent, empty or not, as nova does (Placement refuses an
+            # empty one).
+            pairs.append((f"resources{suffix}", ",".join(
+                sorted(f"{rc}:{n}" for rc, n in group.resources.items()))))
             traits = sorted(group.required_traits) + sorted(
                 f"!{t}" for t in group.forbidden_traits)
             if traits:

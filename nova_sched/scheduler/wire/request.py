@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from nova_sched import exception
+from nova_sched.scheduler.placement_model.resource_request import RequestGroup
 from nova_sched.scheduler.wire import image_meta
 
 # A request that asks for more instances than this is refused before any
@@ -58,6 +59,32 @@ class RequestSpec:
     # (host, node or None): today's nova's requested_destination, which
     # narrows the candidates as force_hosts does but keeps the filters.
     destination: tuple[str, str | None] | None = None
+    # What today's nova sends for Placement (absent from a Havana request):
+    # a volume-backed instance asks for no root disk;
+    is_bfv: bool = False
+    # request groups from outside the flavor (ports' bandwidth, PCI in
+    # Placement, device profiles), each with its requester_id;
+    requested_resources: list[RequestGroup] = dataclasses.field(
+        default_factory=list)
+    # request_level_params: traits required/forbidden on the root provider
+    # and same_subtree's groups of suffixes;
+    root_required: set[str] = dataclasses.field(default_factory=set)
+    root_forbidden: set[str] = dataclasses.field(default_factory=set)
+    same_subtree: list[frozenset[str]] = dataclasses.field(default_factory=list)
+    # requested_destination's aggregates: each item "a,b" (in a or b), all
+    # items required; and the forbidden ones;
+    destination_aggregates: list[str] = dataclasses.field(default_factory=list)
+    destination_forbidden_aggregates: set[str] = dataclasses.field(
+        default_factory=set)
+    # requested_destination's node when it names no host (nova then asks
+    # Placement within that node's tree; ``destination`` stays None);
+    destination_node: str | None = None
+    # requested_networks: {"network_id", "port_id"} of each (the request
+    # filters of routed networks and remote-managed ports read them);
+    requested_networks: list[dict] = dataclasses.field(default_factory=list)
+    # pci_requests: {"request_id", "source"} of each (OWNER_NOVA on the
+    # request groups of flavor PCI requests).
+    pci_requests: list[dict] = dataclasses.field(default_factory=list)
 
     @property
     def disk_mb(self) -> int:
@@ -135,8 +162,30 @@ def _str_list(value: Any, field: str, uuids: list[str]) -> list[str]:
     return list(value)
 
 
+def _destination_node(value: Any, uuids: list[str]) -> str | None:
+    if not isinstance(value, dict) or value.get("host") is not None:
+        return None
+    node = value.get("node")
+    if node is not None and not isinstance(node, str):
+        raise _fail("requested_destination.node must be a string", uuids)
+    return node or None
+
+
+def _destination_aggregates(value: Any, uuids: list[str]) -> tuple[list, set]:
+    if not isinstance(value, dict):
+        return [], set()
+    return (_names(value.get("aggregates"), "requested_destination.aggregates",
+                   uuids),
+            set(_names(value.get("forbidden_aggregates"),
+                       "requested_destination.forbidden_aggregates", uuids)))
+
+
 def _destination(value: Any, uuids: list[str]) -> tuple[str, str | None] | None:
     if value is None:
+        return None
+    if isinstance(value, dict) and value.get("host") is None:
+        # Only aggregates or a node (today's nova): no host to narrow the
+        # filters to; the resource request narrows to the node.
         return None
     host = value.get("host") if isinstance(value, dict) else None
     node = value.get("node") if isinstance(value, dict) else None
@@ -144,6 +193,98 @@ def _destination(value: Any, uuids: list[str]) -> tuple[str, str | None] | None:
         raise _fail("requested_destination must be {'host': name, 'node': name or "
                     "null}", uuids)
     return host, node or None
+
+
+def _names(value: Any, field: str, uuids: list[str]) -> list[str]:
+    """A list (or set, as nova's sets arrive) of strings."""
+    if value is None:
+        return []
+    if isinstance(value, (set, frozenset)):
+        value = sorted(value, key=str)
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, str) for v in value):
+        raise _fail(f"{field} must be a list of strings, got {value!r}", uuids)
+    return list(value)
+
+
+def _request_group(value: Any, field: str, uuids: list[str]) -> RequestGroup:
+    """One of nova's RequestGroups (a dict of its fields) as the model's."""
+    if not isinstance(value, dict):
+        raise _fail(f"{field} must be a dict, got {type(value).__name__}", uuids)
+    requester = value.get("requester_id")
+    if requester is not None and not isinstance(requester, str):
+        raise _fail(f"{field}.requester_id must be a string", uuids)
+    resources = _dict_or_empty(value.get("resources"), f"{field}.resources",
+                               uuids)
+    amounts: dict[str, int] = {}
+    for rc, amount in resources.items():
+        if not isinstance(rc, str):
+            raise _fail(f"{field}.resources has a key that is not a string", uuids)
+        amounts[rc] = _whole_number(amount, f"{field}.resources.{rc}", uuids)
+    aggregates = value.get("aggregates") or []
+    if not isinstance(aggregates, (list, tuple)):
+        raise _fail(f"{field}.aggregates must be a list of lists of aggregate "
+                    "uuids", uuids)
+    in_tree = value.get("in_tree")
+    if in_tree is not None and not isinstance(in_tree, str):
+        raise _fail(f"{field}.in_tree must be a provider uuid", uuids)
+    return RequestGroup(
+        suffix=requester or "",
+        resources=amounts,
+        required_traits=set(_names(value.get("required_traits"),
+                                   f"{field}.required_traits", uuids)),
+        forbidden_traits=set(_names(value.get("forbidden_traits"),
+                                    f"{field}.forbidden_traits", uuids)),
+        member_of=[frozenset(_names(clause, f"{field}.aggregates[{i}]", uuids))
+                   for i, clause in enumerate(aggregates)],
+        forbidden_aggs=set(_names(value.get("forbidden_aggregates"),
+                                  f"{field}.forbidden_aggregates", uuids)),
+        in_tree=in_tree or None,
+        requester_id=requester or None,
+    )
+
+
+def _request_groups(value: Any, uuids: list[str]) -> list[RequestGroup]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise _fail("requested_resources must be a list of request groups", uuids)
+    return [_request_group(item, f"requested_resources[{i}]", uuids)
+            for i, item in enumerate(value)]
+
+
+def _level_params(value: Any, uuids: list[str]) -> tuple[set, set, list]:
+    params = _dict_or_empty(value, "request_level_params", uuids)
+    subtrees = params.get("same_subtree") or []
+    if not isinstance(subtrees, (list, tuple)):
+        raise _fail("request_level_params.same_subtree must be a list of lists "
+                    "of group suffixes", uuids)
+    return (set(_names(params.get("root_required"),
+                       "request_level_params.root_required", uuids)),
+            set(_names(params.get("root_forbidden"),
+                       "request_level_params.root_forbidden", uuids)),
+            [frozenset(_names(item, f"request_level_params.same_subtree[{i}]",
+                              uuids)) for i, item in enumerate(subtrees)])
+
+
+def _id_dicts(value: Any, field: str, keys: tuple[str, ...],
+              uuids: list[str]) -> list[dict]:
+    """A list of dicts keeping ``keys``, each a string or None."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise _fail(f"{field} must be a list", uuids)
+    result = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise _fail(f"{field}[{i}] must be a dict", uuids)
+        kept = {}
+        for key in keys:
+            if item.get(key) is not None and not isinstance(item[key], str):
+                raise _fail(f"{field}[{i}].{key} must be a string", uuids)
+            kept[key] = item.get(key)
+        result.append(kept)
+    return result
 
 
 _IMMUTABLE = (str, int, float, bool, type(None))
@@ -274,7 +415,30 @@ def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
     if group is not None:
         group = _dict_or_empty(group, "instance_group", uuids)
 
+    is_bfv = raw.get("is_bfv", False)
+    if not isinstance(is_bfv, (bool, type(None))):
+        raise _fail(f"is_bfv must be true or false, got {is_bfv!r}", uuids)
+    root_required, root_forbidden, same_subtree = _level_params(
+        raw.get("request_level_params"), uuids)
+    aggregates, forbidden_aggregates = _destination_aggregates(
+        fprops.get("requested_destination"), uuids)
+
     return RequestSpec(
+        is_bfv=bool(is_bfv),
+        requested_resources=_request_groups(raw.get("requested_resources"),
+                                            uuids),
+        root_required=root_required,
+        root_forbidden=root_forbidden,
+        same_subtree=same_subtree,
+        destination_aggregates=aggregates,
+        destination_forbidden_aggregates=forbidden_aggregates,
+        destination_node=_destination_node(fprops.get("requested_destination"),
+                                           uuids),
+        requested_networks=_id_dicts(raw.get("requested_networks"),
+                                     "requested_networks",
+                                     ("network_id", "port_id"), uuids),
+        pci_requests=_id_dicts(raw.get("pci_requests"), "pci_requests",
+                               ("request_id", "source"), uuids),
         raw=raw,
         filter_properties=fprops,
         instance_uuids=instance_uuids,

@@ -38,7 +38,16 @@ What is mapped (nova field -> Havana key):
   ``num_attempts`` one less than nova's: nova's conductor has counted the
   attempt being scheduled already, and the Havana scheduling cycle counts it
   again (``retry.next_attempt``), so ``max_attempts`` means the same on both;
-* ``limits`` -> ``limits`` (``vcpu``, ``disk_gb``, ``memory_mb`` when set).
+* ``limits`` -> ``limits`` (``vcpu``, ``disk_gb``, ``memory_mb`` when set);
+* what nova asks Placement with, for the resource request
+  (``placement_model.request_builder``) and nova's request filters:
+  ``is_bfv``, ``requested_resources`` (a list of RequestGroup dicts),
+  ``request_level_params`` (``root_required``, ``root_forbidden``,
+  ``same_subtree``), ``requested_networks`` (``network_id``, ``port_id``)
+  and ``pci_requests`` (``request_id``, ``source`` of each) ->
+  ``request_spec`` under the same names; ``requested_destination``'s
+  ``aggregates`` and ``forbidden_aggregates`` ->
+  ``filter_properties['requested_destination']``, with or without a host.
 
 Instance uuids: the RPC argument when given (4.4+; claims are made for
 them). Without it (4.3, and 4.0's dicts) nova claims nothing; here a
@@ -63,19 +72,10 @@ IGNORED_FIELDS: tuple[str, ...] = (
     # Derived by nova's API from the flavor's hw:numa_* extra specs and the
     # image's hw_numa_* properties, which NUMATopologyFilter reads itself.
     "numa_topology",
-    # Flavor PCI requests come from the pci_passthrough:alias extra spec,
-    # which PciPassthroughFilter reads; neutron SR-IOV port requests are not modelled.
-    "pci_requests",
     # nova-network's security groups: no filter ever read them.
     "security_groups",
     # Physnet/tunnel NUMA affinity of the ports: NUMATopologyFilter leaves it out.
     "network_metadata",
-    # RequestGroups for Placement (port bandwidth, PCI/vGPU in Placement): no Placement here.
-    "requested_resources",
-    # root_required/root_forbidden traits and same_subtree: Placement query parameters.
-    "request_level_params",
-    # Read by nova's request filters (routed networks to aggregates), none of which run here.
-    "requested_networks",
 )
 
 # Parts of mapped fields that are dropped, and why.
@@ -83,9 +83,13 @@ IGNORED_SUBFIELDS: tuple[str, ...] = (
     # One cell only: the scheduler's nodes are the cell (CONTRACT [scheduler] cell_uuid).
     "requested_destination.cell",
     "requested_destination.allow_cross_cell_move",
-    # Placement aggregate filters set by nova's request filters in the scheduler itself.
-    "requested_destination.aggregates",
-    "requested_destination.forbidden_aggregates",
+    # Only the ids are read (by the request filters and OWNER_NOVA): the
+    # devices a PCI request asks for come from the flavor's
+    # pci_passthrough:alias, which PciPassthroughFilter reads; neutron
+    # SR-IOV port requests are not modelled.
+    "pci_requests.requests.spec",
+    "requested_networks.address",
+    "requested_networks.tag",
     # NUMA limits are worked out per node by NUMATopologyFilter, never sent by the caller.
     "limits.numa_topology",
     # Group quotas are the API's business, not the scheduler's.
@@ -375,6 +379,110 @@ def _apply_destination(fprops: dict, destination: tuple[str, str | None]) -> Non
     fprops["requested_destination"] = {"host": host, "node": node}
 
 
+def _destination_aggregates(value: Any, where: str) -> dict:
+    """A Destination's ``aggregates`` and ``forbidden_aggregates``, if any."""
+    if not nova_objects.is_primitive(value):
+        return {}
+    data = nova_objects.unwrap(value, "Destination", where=where)
+    found = {}
+    for field in ("aggregates", "forbidden_aggregates"):
+        names = _str_list(data.get(field), f"{where}.{field}")
+        if names:
+            found[field] = names
+    return found
+
+
+def _destination_node(value: Any, where: str) -> str | None:
+    if not nova_objects.is_primitive(value):
+        return None
+    data = nova_objects.unwrap(value, "Destination", where=where)
+    return _opt_str(data.get("node"), f"{where}.node") or None
+
+
+def _request_group_dict(value: Any, where: str) -> dict:
+    """A RequestGroup primitive as a dict of its fields the model reads."""
+    data = nova_objects.unwrap(value, "RequestGroup", where=where)
+    resources = data.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise _invalid(f"{where}.resources must be a dict")
+    aggregates = data.get("aggregates") or []
+    if not isinstance(aggregates, (list, tuple)):
+        raise _invalid(f"{where}.aggregates must be a list of lists")
+    return {
+        "requester_id": _opt_str(data.get("requester_id"),
+                                 f"{where}.requester_id"),
+        "resources": {rc: _whole(n, f"{where}.resources.{rc}")
+                      for rc, n in resources.items()},
+        "required_traits": _str_list(data.get("required_traits"),
+                                     f"{where}.required_traits"),
+        "forbidden_traits": _str_list(data.get("forbidden_traits"),
+                                      f"{where}.forbidden_traits"),
+        "aggregates": [_str_list(item, f"{where}.aggregates[{i}]")
+                       for i, item in enumerate(aggregates)],
+        "forbidden_aggregates": _str_list(data.get("forbidden_aggregates"),
+                                          f"{where}.forbidden_aggregates"),
+        "in_tree": _opt_str(data.get("in_tree"), f"{where}.in_tree"),
+    }
+
+
+def _requested_resources(value: Any, where: str) -> list[dict]:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise _invalid(f"{where} must be a list of RequestGroup primitives, "
+                       f"got {_type_name(value)}")
+    return [_request_group_dict(item, f"{where}[{i}]")
+            for i, item in enumerate(value)]
+
+
+def _level_params(value: Any, where: str) -> dict | None:
+    if value is None:
+        return None
+    data = nova_objects.unwrap(value, "RequestLevelParams", where=where)
+    subtrees = data.get("same_subtree") or []
+    if not isinstance(subtrees, (list, tuple)):
+        raise _invalid(f"{where}.same_subtree must be a list of lists")
+    return {
+        "root_required": _str_list(data.get("root_required"),
+                                   f"{where}.root_required"),
+        "root_forbidden": _str_list(data.get("root_forbidden"),
+                                    f"{where}.root_forbidden"),
+        "same_subtree": [_str_list(item, f"{where}.same_subtree[{i}]")
+                         for i, item in enumerate(subtrees)],
+    }
+
+
+def _networks(value: Any, where: str) -> list[dict]:
+    if value is None:
+        return []
+    items = nova_objects.unwrap_list(value, "NetworkRequestList",
+                                     "NetworkRequest", where=where)
+    return [{"network_id": _opt_str(item.get("network_id"),
+                                    f"{where}[{i}].network_id"),
+             "port_id": _opt_str(item.get("port_id"), f"{where}[{i}].port_id")}
+            for i, item in enumerate(items)]
+
+
+def _pci_requests(value: Any, where: str) -> list[dict]:
+    if value is None:
+        return []
+    data = nova_objects.unwrap(value, "InstancePCIRequests", where=where)
+    requests = data.get("requests") or []
+    if not isinstance(requests, (list, tuple)):
+        raise _invalid(f"{where}.requests must be a list")
+    result = []
+    for i, item in enumerate(requests):
+        request = nova_objects.unwrap(item, "InstancePCIRequest",
+                                      where=f"{where}.requests[{i}]")
+        result.append({
+            "request_id": _opt_str(request.get("request_id"),
+                                   f"{where}.requests[{i}].request_id"),
+            "source": _opt_str(request.get("source"),
+                               f"{where}.requests[{i}].source"),
+        })
+    return result
+
+
 def _uuids_without_list(num_instances: Any, uuid: Any) -> list[str]:
     # Only a one-instance request can be claimed: the others' uuids are
     # unknown, and a partial claim would be worse than none.
@@ -431,6 +539,7 @@ def _to_legacy(spec_obj: Any, instance_uuids: Any) -> tuple[dict, dict]:
         # A volume-backed instance has no local root disk; nova asks
         # Placement for none.
         itype["root_gb"] = 0
+    is_bfv = bool(data.get("is_bfv"))
     image = _image(data.get("image"), f"{where}.image")
 
     num = data.get("num_instances")
@@ -468,6 +577,23 @@ def _to_legacy(spec_obj: Any, instance_uuids: Any) -> tuple[dict, dict]:
     group = _group(data.get("instance_group"), f"{where}.instance_group")
     if group is not None:
         request_spec["instance_group"] = group
+    if is_bfv:
+        request_spec["is_bfv"] = True
+    groups = _requested_resources(data.get("requested_resources"),
+                                  f"{where}.requested_resources")
+    if groups:
+        request_spec["requested_resources"] = groups
+    params = _level_params(data.get("request_level_params"),
+                           f"{where}.request_level_params")
+    if params and any(params.values()):
+        request_spec["request_level_params"] = params
+    networks = _networks(data.get("requested_networks"),
+                         f"{where}.requested_networks")
+    if networks:
+        request_spec["requested_networks"] = networks
+    pci = _pci_requests(data.get("pci_requests"), f"{where}.pci_requests")
+    if pci:
+        request_spec["pci_requests"] = pci
 
     fprops: dict[str, Any] = {
         "scheduler_hints": _hints(data.get("scheduler_hints"),
@@ -481,6 +607,17 @@ def _to_legacy(spec_obj: Any, instance_uuids: Any) -> tuple[dict, dict]:
                                f"{where}.requested_destination")
     if destination is not None:
         _apply_destination(fprops, destination)
+    aggregates = _destination_aggregates(data.get("requested_destination"),
+                                         f"{where}.requested_destination")
+    node = _destination_node(data.get("requested_destination"),
+                             f"{where}.requested_destination")
+    if destination is None and node:
+        # A node without its host (API 2.74's hypervisor_hostname): nova
+        # asks Placement within that node's tree.
+        aggregates["node"] = node
+    if aggregates:
+        fprops.setdefault("requested_destination",
+                          {"host": None, "node": None}).update(aggregates)
     retry = _retry(data.get("retry"), f"{where}.retry")
     if retry is not None:
         fprops["retry"] = retry

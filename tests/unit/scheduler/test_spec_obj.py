@@ -245,7 +245,10 @@ def test_requested_destination_without_host_forces_nothing():
     req = parsed(spec(requested_destination=destination(
         cell=cell, aggregates=["agg1"], forbidden_aggregates=["agg2"])))
     assert (req.force_hosts, req.force_nodes) == ([], [])
-    assert "requested_destination" not in req.filter_properties
+    assert req.destination is None
+    # Its aggregates still narrow the resource request, as nova's do.
+    assert req.destination_aggregates == ["agg1"]
+    assert req.destination_forbidden_aggregates == {"agg2"}
 
 
 def test_instance_group_policy_rules_and_members():
@@ -354,14 +357,11 @@ def test_newer_minor_version_with_unknown_fields():
 
 def test_ignored_fields_are_listed():
     assert set(spec_obj.IGNORED_FIELDS) == {
-        "id", "numa_topology", "pci_requests", "security_groups",
-        "network_metadata", "requested_resources", "request_level_params",
-        "requested_networks"}
+        "id", "numa_topology", "security_groups", "network_metadata"}
     # And never reach the Havana dicts.
     rs, fp = spec_obj.to_legacy(spec(), [UUID1])
     text = json.dumps([rs, fp])
-    for name in ("pci_requests", "security_groups", "network_metadata",
-                 "request_level_params", "requested_networks"):
+    for name in ("security_groups", "network_metadata"):
         assert name not in text
 
 
