@@ -24,7 +24,10 @@ that began after Placement accepted the claim (``note_confirmed``) shows
 the provider, the claim is added on top of what reads return. A claim
 whose write overlapped a read may or may not be in it; it stays counted
 (erring on the full side) and the provider is read again at the next
-refresh, whatever its generation, until a read settles it.
+refresh, whatever its generation, until a read settles it. A claim is
+counted through ``note_claimed`` only, never ``ProviderModel.add_usage``
+directly: a read applied after it would drop what the reader does not
+know of.
 """
 
 from __future__ import annotations
@@ -351,6 +354,9 @@ class PlacementModelReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reading_since: float | None = None  # a poll under way since
+        # Seconds the last refresh or reconciliation held the model's lock
+        # (what a decision may have waited for it).
+        self.last_hold = 0.0
 
     # -- the poller ---------------------------------------------------------
     def start(self) -> None:
@@ -419,6 +425,7 @@ class PlacementModelReader:
             changed, removed = self.database.read_changed(known)
             finished = time.monotonic()
             with self._lock:
+                holding = time.monotonic()
                 changed = self._with_pending(changed, started, finished)
                 self._drop_pending(removed)
                 names = self.database.last_names if changed else None
@@ -429,6 +436,7 @@ class PlacementModelReader:
                     # A trait or class created since the last read comes
                     # with the provider that holds it.
                     self.model.apply(changed, removed, *(names or (None, None)))
+                self.last_hold = time.monotonic() - holding
             return len(changed) + len(removed)
 
     def reconcile(self) -> int:
@@ -440,6 +448,7 @@ class PlacementModelReader:
             providers, traits, classes = self.database.read_all()
             finished = time.monotonic()
             with self._lock:
+                holding = time.monotonic()
                 self._expire(finished)
                 read = {p.uuid for p in providers}
                 current = self.model.providers
@@ -451,6 +460,7 @@ class PlacementModelReader:
                 self._drop_pending(removed)
                 if differ or removed or names_changed:
                     self.model.apply(differ, removed, traits, classes)
+                self.last_hold = time.monotonic() - holding
             self._reconciled = finished
             if differ or removed:
                 LOG.info("Placement's database: %d providers differed from the "
