@@ -86,7 +86,15 @@ _INVENTORIES = (
 _USAGES = (
     "SELECT resource_provider_id, resource_class_id, SUM(used) AS used "
     "FROM allocations{where} GROUP BY resource_provider_id, resource_class_id")
-_PROVIDER_TRAITS = "SELECT resource_provider_id, trait_id FROM resource_provider_traits"
+# A provider's traits in one row, their ids joined by the database: a
+# million provider-trait rows (100 a root) come back as one row per provider.
+_PROVIDER_TRAITS = ("SELECT resource_provider_id, {joined} FROM resource_provider_traits"
+                    "{where} GROUP BY resource_provider_id")
+_JOINED_TRAIT_IDS = {
+    "mysql": "GROUP_CONCAT(trait_id)",
+    "postgresql": "string_agg(CAST(trait_id AS TEXT), ',')",
+    "sqlite": "group_concat(trait_id)",
+}
 _PROVIDER_AGGREGATES = (
     "SELECT resource_provider_id, aggregate_id FROM resource_provider_aggregates")
 
@@ -249,12 +257,21 @@ class PlacementDatabase:
         for rp, rc, used in self._by_provider(conn, "allocations", _USAGES, ids,
                                               grouped=True):
             usages.setdefault(rp, {})[classes.get(rc, f"#{rc}")] = int(used)
-        rp_traits: dict[int, list[str]] = {}
-        for rp, trait in self._by_provider(conn, "resource_provider_traits",
-                                           _PROVIDER_TRAITS, ids):
-            name = traits.get(trait)
-            if name is not None:
-                rp_traits.setdefault(rp, []).append(name)
+        if single:
+            # MySQL cuts GROUP_CONCAT at 1,024 bytes by default.
+            conn.exec_driver_sql("SET SESSION group_concat_max_len = 1048576")
+        rp_traits: dict[int, frozenset[str]] = {}
+        # Hosts of one hardware model share one trait set: one frozenset.
+        sets: dict[str, frozenset[str]] = {}
+        for rp, joined in self._by_provider(
+                conn, "resource_provider_traits", _PROVIDER_TRAITS.replace(
+                    "{joined}", _JOINED_TRAIT_IDS[self.engine.dialect.name]),
+                ids, grouped=True):
+            found = sets.get(joined)
+            if found is None:
+                found = sets[joined] = frozenset(
+                    traits[int(t)] for t in joined.split(",") if int(t) in traits)
+            rp_traits[rp] = found
         rp_aggs: dict[int, list[str]] = {}
         for rp, agg in self._by_provider(conn, "resource_provider_aggregates",
                                          _PROVIDER_AGGREGATES, ids):
@@ -265,7 +282,7 @@ class PlacementDatabase:
                          parent_uuid=parent, root_uuid=root or uuid,
                          inventories=inventories.get(rp_id, {}),
                          usages=usages.get(rp_id, {}),
-                         traits=frozenset(rp_traits.get(rp_id, ())),
+                         traits=rp_traits.get(rp_id, frozenset()),
                          aggregates=frozenset(rp_aggs.get(rp_id, ())))
                 for rp_id, uuid, name, generation, parent, root in rp_rows]
 
@@ -287,11 +304,20 @@ class PlacementDatabase:
 
     def _rows(self, conn: sa.Connection, table: str, query: str,
               params: dict | None = None) -> list[tuple]:
-        statement = sa.text(query)
         if params:
-            statement = statement.bindparams(
+            statement = sa.text(query).bindparams(
                 *(sa.bindparam(name, expanding=True) for name in params))
-        rows = conn.execute(statement, params or {}).all()
+            rows = conn.execute(statement, params).all()
+        else:
+            # A whole table: the driver's plain tuples, in the read's
+            # transaction. SQLAlchemy's Row objects cost more than the
+            # query itself at a million rows.
+            cursor = conn.connection.dbapi_connection.cursor()
+            try:
+                cursor.execute(query)
+                rows = cursor.fetchall()
+            finally:
+                cursor.close()
         self._count(table, len(rows))
         return rows
 
