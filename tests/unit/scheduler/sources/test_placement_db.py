@@ -337,3 +337,22 @@ def _wait(predicate, timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_a_provider_with_hundreds_of_traits(tables, database):
+    """Traits come joined in one row per provider: MySQL's default cut of
+    GROUP_CONCAT (1,024 bytes; MariaDB's is 1 MB) would lose some of 300."""
+    cn = tables.provider("cn")
+    other = tables.provider("other")
+    names = {f"CUSTOM_T{i:03d}" for i in range(300)}
+    for name in sorted(names):
+        tables.trait(cn, name)
+    tables.trait(other, "CUSTOM_T007")
+
+    providers, traits, _ = database.read_all()
+
+    by_uuid = {p.uuid: p for p in providers}
+    assert by_uuid[cn].traits == names
+    assert by_uuid[other].traits == {"CUSTOM_T007"}
+    assert traits == names
+    assert database.read_providers([cn])[0].traits == names
