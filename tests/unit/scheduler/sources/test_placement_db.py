@@ -356,3 +356,23 @@ def test_a_provider_with_hundreds_of_traits(tables, database):
     assert by_uuid[other].traits == {"CUSTOM_T007"}
     assert traits == names
     assert database.read_providers([cn])[0].traits == names
+
+
+def test_reconciliation_catches_aggregates_and_new_parents(tables, database):
+    """Aggregates set below microversion 1.19 and a re-parenting move no
+    generation: the reconciliation applies them, the tree follows."""
+    cloud = _cloud(tables)
+    reader = _reader(database)
+    model = reader.model
+    agg = str(uuidlib.uuid4())
+    tables.aggregate(cloud["ironic"], agg)
+    tables.sql("UPDATE resource_providers SET parent_provider_id = :cn, "
+               "root_provider_id = :cn WHERE id = :id", cn=tables.ids[cloud["cn"]],
+               id=tables.ids[cloud["ironic"]])
+    assert reader.refresh() == 0
+    assert reader.reconcile() == 1
+    ironic = model.providers[cloud["ironic"]]
+    assert ironic.aggregates == {agg}
+    assert (ironic.parent_uuid, ironic.root_uuid) == (cloud["cn"], cloud["cn"])
+    assert cloud["ironic"] in {p.uuid for p in model.tree_of(cloud["cn"])}
+    assert cloud["ironic"] not in {p.uuid for p in model.roots()}
