@@ -475,15 +475,24 @@ class PlacementModelReader:
             providers, traits, classes = self.database.read_all()
             finished = time.monotonic()
             with self._lock:
-                holding = time.monotonic()
                 self._expire(finished)
-                read = {p.uuid for p in providers}
-                current = self.model.providers
-                differ = [p for p in self._with_pending(providers, started, finished)
-                          if current.get(p.uuid) != p]
-                removed = [uuid for uuid in current if uuid not in read]
+                current = dict(self.model.providers)
+                claimed = {uuid for claim in self._pending for uuid in claim.allocations}
                 names_changed = (traits != self.model.known_traits
                                  or classes != self.model.known_classes)
+            # Compared outside the lock (tens of ms at 10,000 providers,
+            # decisions go on): only the providers that differ, and those
+            # holding a claim of this daemon, are composed under it. A claim
+            # noted meanwhile on another provider stays on top of it: the
+            # read found that provider as the model had it.
+            read = {p.uuid for p in providers}
+            suspects = [p for p in providers
+                        if p.uuid in claimed or current.get(p.uuid) != p]
+            removed = [uuid for uuid in current if uuid not in read]
+            with self._lock:
+                holding = time.monotonic()
+                differ = [p for p in self._with_pending(suspects, started, finished)
+                          if self.model.providers.get(p.uuid) != p]
                 self._drop_pending(removed)
                 if differ or removed or names_changed:
                     self.model.apply(differ, removed, traits, classes)
