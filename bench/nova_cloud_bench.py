@@ -86,6 +86,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -461,11 +462,16 @@ class Bench:
         what its Placement reader reports."""
         pid = self.cloud.procs[kind].pid
         seconds, rate = self.args.keep_up, self.args.churn_rate
+        shadow = ShadowReader(self.cloud.dbs.url("placement"))
+        shadow.start()
         with self.phases.timed("keep up: claims through Placement's API",
                                scheduler=kind, nodes=size, rate=rate):
-            idle0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            time.sleep(5)  # the shadow's first (whole) read
+            idle0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind),
+                     shadow.sample())
             time.sleep(min(30.0, seconds / 2))
-            idle1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            idle1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind),
+                     shadow.sample())
             churn = self.cloud.spawn("churn", [
                 self.python, str(HERE / "nova_cloud_register.py"),
                 "--api-db", self.cloud.dbs.url("api"), "--cell-db", self.cloud.dbs.url("cell1"),
@@ -475,15 +481,18 @@ class Bench:
                 "--churn-seconds", str(seconds + 5)])
             time.sleep(3)  # the writer's start-up
             load0 = os.getloadavg()[0]
-            t0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            t0 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind),
+                  shadow.sample())
             time.sleep(seconds)
-            t1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind))
+            t1 = (time.monotonic(), threads_cpu(pid), self.reader_metrics(kind),
+                  shadow.sample())
             load1 = os.getloadavg()[0]
             churn.wait(timeout=60)
             self.cloud.procs.pop("churn", None)
             out = self.cloud.log_text("churn").strip().splitlines()
             written = json.loads(out[-1]) if out and out[-1].startswith("{") else {}
-        return {"seconds": seconds, "rate": rate, "written": written,
+        shadow.stop()
+        return {"shadow_reader": shadow.describe(),"seconds": seconds, "rate": rate, "written": written,
                 "load": [round(load0, 2), round(load1, 2)],
                 "idle": _per_second(idle0, idle1), "churn": _per_second(t0, t1)}
 
@@ -611,7 +620,66 @@ def _per_second(a: tuple, b: tuple) -> dict:
                 cpu.items(), key=lambda kv: -kv[1]) if v > 0},
             "metrics_per_s": {k: round((v - a[2].get(k, 0.0)) / span, 2)
                               for k, v in b[2].items() if v != a[2].get(k, 0.0)},
-            "metrics": b[2]}
+            "metrics": b[2],
+            "shadow_rows_per_s": {k: round((v - a[3][0].get(k, 0)) / span, 1)
+                                  for k, v in b[3][0].items()},
+            "shadow_polls": b[3][1] - a[3][1],
+            "shadow_cpu_ms_per_s": round((b[3][2] - a[3][2]) * 1000 / span, 1)}
+
+
+class ShadowReader:
+    """nova-sched's own Placement reader (PlacementModelReader over
+    PlacementDatabase), run in this process beside the daemon on the same
+    database at the daemon's ``refresh_interval`` and ``resync_interval``
+    (their defaults), counting every row its queries return: the daemon
+    exposes no such count, and MariaDB's per-session counters need
+    performance_schema, off on these machines. Its thread's CPU is
+    measured apart from the daemon's."""
+
+    def __init__(self, url: str):
+        from nova_sched.conf import CONF
+        from nova_sched.scheduler.cloud.sources import placement_db
+
+        with contextlib.suppress(Exception):
+            CONF([], project="nova-sched", default_config_files=[],
+                 default_config_dirs=[])
+        CONF.set_override("connection", url, group="placement_database")
+        self.refresh = CONF.placement_database.refresh_interval
+        self.resync = CONF.placement_database.resync_interval
+        self.rows: collections.Counter = collections.Counter()
+        self.polls = 0
+        self.reader = placement_db.PlacementModelReader(placement_db.PlacementDatabase(url))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="shadow-reader",
+                                        daemon=True)
+        self._cpu = 0.0
+
+    def _run(self) -> None:
+        while True:
+            started = time.thread_time()
+            self.reader.poll()
+            self._cpu += time.thread_time() - started
+            # What the reader counts of each read it made (its ReadStats).
+            self.rows.update(self.reader.database.last_read.rows)
+            self.polls += 1
+            if self._stop.wait(self.refresh):
+                return
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.reader.database.dispose()
+
+    def sample(self) -> tuple[dict, int, float]:
+        return dict(self.rows), self.polls, self._cpu
+
+    def describe(self) -> dict:
+        return {"refresh_interval": self.refresh, "resync_interval": self.resync,
+                "providers": len(self.reader.model.providers)
+                if hasattr(self.reader.model, "providers") else None}
 
 
 def _version(python: str, dist: str) -> str | None:
@@ -686,7 +754,10 @@ def table(report: dict) -> str:
                 part = k[label]
                 out += (f"\n  {label}: {part['cpu_ms_per_s']} CPU ms/s; by thread "
                         f"{part['cpu_ms_per_s_by_thread']}; reader metrics per s "
-                        f"{part['metrics_per_s'] or '(none exposed)'}")
+                        f"{part['metrics_per_s'] or '(none exposed)'}; its reader's "
+                        f"queries run beside it: {sum(part['shadow_rows_per_s'].values()):,.0f} "
+                        f"rows/s {part['shadow_rows_per_s']} over {part['shadow_polls']} "
+                        f"polls, {part['shadow_cpu_ms_per_s']} CPU ms/s")
     out += "\n\nwarm-up calls (ms; not in the figures):\n" + "\n".join(
         f"  {int(size):,} nodes, {kind}: "
         + ", ".join("failed" if ms is None else f"{ms:,.0f}" for ms in r["warmup_ms"])

@@ -433,7 +433,7 @@ def churn(args) -> dict:
     process of the benchmark's ``--keep-up``): ``--churn-rate`` a second
     for ``--churn-seconds``, each a new consumer on a random node among
     the first ``--total`` (1 VCPU, 512 MB, 1 GB on its root provider,
-    microversion 1.28 as nova-scheduler claims). Four threads keep the
+    microversion 1.28 as nova-scheduler claims). Eight threads keep the
     pace; a claim Placement refuses is counted, not retried."""
     import random
     import threading
@@ -476,7 +476,7 @@ def churn(args) -> dict:
                 key = type(err).__name__
             with lock:
                 counts[key] += 1
-    threads = [threading.Thread(target=work) for _ in range(4)]
+    threads = [threading.Thread(target=work) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
