@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping
 
 import sqlalchemy as sa
 
+from nova_sched import exception
 from nova_sched.conf import CONF
 from nova_sched.scheduler.placement_model.providers import (Inventory, Provider,
                                                             ProviderModel)
@@ -362,8 +363,6 @@ class PlacementModelReader:
         if database is None:
             url = CONF.placement_database.connection
             if not url:
-                from nova_sched import exception
-
                 raise exception.ConfigurationError(
                     "Placement's model needs [placement_database] connection")
             database = PlacementDatabase(url)

@@ -376,3 +376,10 @@ def test_reconciliation_catches_aggregates_and_new_parents(tables, database):
     assert (ironic.parent_uuid, ironic.root_uuid) == (cloud["cn"], cloud["cn"])
     assert cloud["ironic"] in {p.uuid for p in model.tree_of(cloud["cn"])}
     assert cloud["ironic"] not in {p.uuid for p in model.roots()}
+
+
+def test_reader_without_a_connection_is_a_configuration_error():
+    from nova_sched import exception
+
+    with pytest.raises(exception.ConfigurationError, match="placement_database"):
+        PlacementModelReader()
