@@ -34,6 +34,9 @@ class AggregateInfo:
     name: str
     hosts: frozenset[str]
     metadata: dict[str, str]
+    # nova's aggregate uuid, which is its Placement aggregate's (the
+    # request filters ask Placement's model by it); None where unknown.
+    uuid: str | None = None
 
 
 @db_api.retry_on_disconnect

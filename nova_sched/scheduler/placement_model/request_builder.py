@@ -365,12 +365,23 @@ def check(request: ResourceRequest) -> None:
         raise exception.ResourceRequestRefused(reason)
 
 
+def required_traits(spec) -> set[str]:
+    """Every trait the request requires in any group, as nova's
+    ``ResourceRequest.from_request_spec(spec).all_required_traits`` (what
+    ``isolate_aggregates`` compares with the aggregates' traits)."""
+    groups = _from_spec(spec, pinning=True).request.groups.values()
+    return set().union(*(group.required_traits for group in groups))
+
+
 def nova_queries(spec, node_uuids: NodeLookup | None = None
                  ) -> list[ResourceRequest]:
     """Every query nova 34 sends Placement for ``spec``, refused or not
     (``build`` without ``refusal``): one, or two with the PCPU fallback.
     ResourceRequestRefused where nova itself fails to build it."""
-    draft = _from_spec(spec, pinning=True)
+    # nova's isolate_aggregates request filter builds the request once
+    # before nova does, which strips the outside groups' zeros in place.
+    draft = _from_spec(spec, pinning=True, zeros_stripped=(
+        CONF.scheduler.enable_isolated_aggregate_filtering))
     _destination(draft, spec, node_uuids)
     queries = [draft.request]
     if draft.cpu_pinning_requested and \

@@ -474,11 +474,14 @@ def _pci_requests(value: Any, where: str) -> list[dict]:
     for i, item in enumerate(requests):
         request = nova_objects.unwrap(item, "InstancePCIRequest",
                                       where=f"{where}.requests[{i}]")
+        alias = _opt_str(request.get("alias_name"),
+                         f"{where}.requests[{i}].alias_name")
         result.append({
             "request_id": _opt_str(request.get("request_id"),
                                    f"{where}.requests[{i}].request_id"),
-            "source": _opt_str(request.get("source"),
-                               f"{where}.requests[{i}].source"),
+            # nova's InstancePCIRequest.source: a request without an alias
+            # is a neutron SR-IOV port's.
+            "source": "neutron_port" if alias is None else "flavor_alias",
         })
     return result
 
