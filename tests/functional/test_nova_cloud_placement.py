@@ -260,7 +260,9 @@ def scenario(placement_cloud):
 
 
 # -- PCPU ------------------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: no PCPU request from hw:cpu_policy=dedicated, no PCPU inventory read "
+    "(placed on a VCPU host)"))
 def test_a_dedicated_cpu_flavor_is_placed_on_the_pcpu_host_only(scenario):
     """``hw:cpu_policy=dedicated`` asks Placement for PCPU (nova's fallback
     query for VCPU finds the shared-CPU hosts, whose missing NUMA topology
@@ -281,7 +283,9 @@ def test_a_dedicated_cpu_flavor_is_placed_on_the_pcpu_host_only(scenario):
 
 
 # -- Ironic ----------------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: resources:CUSTOM_BAREMETAL_* ignored and the bare metal nodes not "
+    "seen as hosts (placed on a VM host)"))
 def test_bare_metal_nodes_of_one_compute_are_filled_one_instance_each(scenario):
     """``resources:CUSTOM_BAREMETAL_GOLD=1`` with VCPU, MEMORY_MB and DISK_GB
     zeroed: a whole gold node each, none on a VM host or the silver node."""
@@ -306,7 +310,8 @@ def test_bare_metal_nodes_of_one_compute_are_filled_one_instance_each(scenario):
 
 
 # -- vGPU ------------------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: no VGPU from child providers in the claim (only the root's three classes)"))
 def test_a_vgpu_flavor_takes_a_gpu_child_provider(scenario):
     """``resources:VGPU=1``: VCPU, MEMORY_MB and DISK_GB from the host's root,
     the VGPU from one of its child providers; both children used -> NoValidHost
@@ -332,7 +337,9 @@ def test_a_vgpu_flavor_takes_a_gpu_child_provider(scenario):
 
 
 # -- traits ------------------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: flavor trait: extra specs and image traits read by no filter (placed "
+    "on hosts without them)"))
 def test_a_flavor_and_an_image_requiring_traits_go_only_where_the_traits_are(scenario):
     """``trait:CUSTOM_SSD=required`` in the flavor -> ``ssd``; the image's
     ``trait:HW_CPU_X86_AVX2=required`` -> ``avx2``; both -> no host has both.
@@ -381,7 +388,9 @@ def test_a_compute_disabled_through_novas_api_is_skipped(scenario):
 
 
 # -- tenant isolation ------------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: no require_tenant_aggregate request filter "
+    "(limit_tenants_to_placement_aggregate ignored)"))
 def test_a_tenant_with_an_aggregate_is_limited_to_its_placement_aggregate(scenario):
     """``limit_tenants_to_placement_aggregate``: an aggregate whose metadata
     ``filter_tenant_id`` names the tests' project, holding ``avx2`` (nova's
@@ -408,7 +417,9 @@ def test_a_tenant_with_an_aggregate_is_limited_to_its_placement_aggregate(scenar
 
 
 # -- a sharing disk provider -------------------------------------------------------------
-@on_both_schedulers()
+@on_both_schedulers(nova_sched_xfail=(
+    "issue 39: no sharing providers: DiskFilter refuses the diskless compute "
+    "(NoValidHost)"))
 def test_a_sharing_provider_serves_the_disk_of_a_diskless_compute(scenario):
     """A root disk of 500 GB (every local disk is 100 GB) comes from
     ``shared-disk`` in the diskless compute's aggregate: the allocation is
