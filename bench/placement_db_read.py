@@ -53,39 +53,47 @@ def _insert(conn, table: str, rows: list[dict]) -> None:
 def write_rows(url: str, roots: int, traits: int, consumers: int) -> dict[str, int]:
     """The rows of ``roots`` compute nodes; their counts per table."""
     engine = sa.create_engine(url)
-    counts = {}
     with engine.begin() as conn:
         trait_rows = [{"id": i + 1, "name": f"CUSTOM_TRAIT_{i:03d}"} for i in range(400)]
         _insert(conn, "traits", trait_rows)
         _insert(conn, "placement_aggregates",
                 [{"id": i + 1, "uuid": str(uuidlib.uuid4())} for i in range(20)])
-        providers, inventories, allocations, rp_traits, rp_aggs = [], [], [], [], []
+        tables = ("resource_providers", "inventories", "allocations",
+                  "resource_provider_traits", "resource_provider_aggregates")
+        counts = dict.fromkeys(tables, 0)
+        rows: dict[str, list[dict]] = {t: [] for t in tables}
+
+        def flush():
+            for table in tables:  # in this order: providers first
+                _insert(conn, table, rows[table])
+                counts[table] += len(rows[table])
+                rows[table].clear()
+
         for i in range(roots):
             rp = i + 1
-            providers.append({"id": rp, "uuid": str(uuidlib.uuid4()), "name": f"cn{i}",
-                              "generation": 1, "root_provider_id": rp,
-                              "parent_provider_id": None})
+            rows["resource_providers"].append({
+                "id": rp, "uuid": str(uuidlib.uuid4()), "name": f"cn{i}",
+                "generation": 1, "root_provider_id": rp, "parent_provider_id": None})
             for rc, total, ratio in ((0, 64, 4.0), (1, 262144, 1.0), (2, 2000, 1.0)):
-                inventories.append({"resource_provider_id": rp, "resource_class_id": rc,
-                                    "total": total, "reserved": 0, "min_unit": 1,
-                                    "max_unit": total, "step_size": 1,
-                                    "allocation_ratio": ratio})
+                rows["inventories"].append({
+                    "resource_provider_id": rp, "resource_class_id": rc, "total": total,
+                    "reserved": 0, "min_unit": 1, "max_unit": total, "step_size": 1,
+                    "allocation_ratio": ratio})
             for c in range(consumers):
                 consumer = f"{i:08d}-0000-0000-0000-{c:012d}"
                 for rc, used in ((0, 2), (1, 4096), (2, 20)):
-                    allocations.append({"resource_provider_id": rp,
-                                        "consumer_id": consumer,
-                                        "resource_class_id": rc, "used": used})
+                    rows["allocations"].append({
+                        "resource_provider_id": rp, "consumer_id": consumer,
+                        "resource_class_id": rc, "used": used})
             first = (i * 7) % (400 - traits + 1)
-            rp_traits += [{"resource_provider_id": rp, "trait_id": first + t + 1}
-                          for t in range(traits)]
-            rp_aggs.append({"resource_provider_id": rp, "aggregate_id": i % 20 + 1})
-        for table, rows in (("resource_providers", providers),
-                            ("inventories", inventories), ("allocations", allocations),
-                            ("resource_provider_traits", rp_traits),
-                            ("resource_provider_aggregates", rp_aggs)):
-            _insert(conn, table, rows)
-            counts[table] = len(rows)
+            rows["resource_provider_traits"] += [
+                {"resource_provider_id": rp, "trait_id": first + t + 1}
+                for t in range(traits)]
+            rows["resource_provider_aggregates"].append(
+                {"resource_provider_id": rp, "aggregate_id": i % 20 + 1})
+            if rp % 1000 == 0:  # the rows of a million providers never in memory
+                flush()
+        flush()
     engine.dispose()
     return counts
 
