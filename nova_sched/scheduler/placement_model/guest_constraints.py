@@ -72,7 +72,8 @@ class FlavorImage:
     @classmethod
     def of(cls, spec) -> "FlavorImage":
         """From a ``wire.request.RequestSpec``."""
-        return cls(extra_specs=spec.extra_specs, vcpus=spec.vcpus,
+        return cls(extra_specs=extra_specs_text(spec.extra_specs),
+                   vcpus=spec.vcpus,
                    flavor_name=spec.instance_type.get("name"),
                    image=spec.image_props, image_name=spec.image.get("name"),
                    image_id=spec.image.get("id"))
@@ -92,6 +93,15 @@ class FlavorImage:
                 f"{self.image_name} which has {prefix}_{key} explicitly set "
                 f"to {image_value}.")
         return flavor_value or image_value
+
+
+def extra_specs_text(extra_specs: Mapping[Any, Any]) -> dict[str, str]:
+    """The extra specs as nova has them, text to text: a Havana caller's
+    number or boolean becomes its text, a key that is not text is left
+    out (nova's flavor API admits neither)."""
+    return {key: value if isinstance(value, str) else str(value)
+            for key, value in extra_specs.items()
+            if isinstance(key, str) and value is not None}
 
 
 def _refused(reason: str) -> exception.ResourceRequestRefused:

@@ -253,7 +253,7 @@ def _from_spec(spec, pinning: bool, zeros_stripped: bool = False) -> _Draft:
     request.root_forbidden = set(spec.root_forbidden)
     request.same_subtree = list(spec.same_subtree)
     fi = gc.FlavorImage.of(spec)
-    _flavor_extra_specs(draft, spec.extra_specs)
+    _flavor_extra_specs(draft, fi.extra_specs)
     # Counted before the outside groups and before zeros are stripped, as
     # nova counts them, for its default group_policy.
     draft.flavor_suffixed_groups = draft.suffixed_groups()

@@ -145,3 +145,34 @@ def test_bad_destination_aggregates_name_the_field():
                        match="requested_destination.aggregates"):
         havana(fprops={"requested_destination": {"host": None,
                                                  "aggregates": "a"}})
+
+
+def test_no_extra_spec_or_image_property_crashes_the_build():
+    """Bad input ends in nova's answer (the spec ignored, or NoValidHost
+    with a reason), never another exception."""
+    import random
+
+    from nova_sched.scheduler.placement_model import request_filters as rf
+
+    rng = random.Random(7)
+    keys = ["resources:VCPU", "resources1:VGPU", "trait:X", "trait2:Y",
+            "group_policy", "hw:cpu_policy", "hw:cpu_thread_policy",
+            "hw:emulator_threads_policy", "hw:cpu_dedicated_mask",
+            "hw:cpu_realtime", "hw:cpu_realtime_mask", "hw:mem_encryption",
+            "hw:mem_encryption_model", "hw:pmem", "hw:tpm_version",
+            "hw:tpm_model", "os:secure_boot", "hw:maxphysaddr_mode",
+            "hw:pci_numa_affinity_policy", "hw:virtio_packed_ring",
+            "hw:ephemeral_encryption", "hw:ephemeral_encryption_format",
+            "hw:sound_model", "hw:tpm_secret_security", "accel:device_profile"]
+    junk = ["", " ", "^", "0-", "-1", "1.5", "dedicated", "mixed", "isolate",
+            "true", "2.0", "tpm-crb", "required", "socket", "^0-99", "0,,1",
+            "a,b", 3, True, 0]
+    for _ in range(400):
+        extra = {key: rng.choice(junk)
+                 for key in rng.sample(keys, rng.randint(1, 6))}
+        spec = havana(extra)
+        try:
+            requests = request_builder.build(spec)
+            rf.run(spec, requests, rf.RequestFilterContext())
+        except exception.NoValidHost:
+            pass
