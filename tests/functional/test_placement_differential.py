@@ -72,6 +72,9 @@ class _CaseMaker:
         self.rnd = random.Random(seed)
         self.providers: list[dict] = []
         self.aggs = [_uuid(seed, f"agg{i}") for i in range(4)]
+        # Usages: none, up to half of capacity, or anything from none to
+        # exactly full and over capacity.
+        self.fill = self.rnd.choice(["empty", "partial", "mixed", "mixed"])
 
     def provider(self, name: str, parent: dict | None = None) -> dict:
         p = {"uuid": _uuid(self.seed, name), "parent": parent["uuid"] if parent else None,
@@ -93,8 +96,13 @@ class _CaseMaker:
                                 "max_unit": max_unit, "step_size": step,
                                 "allocation_ratio": ratio}
         capacity = int((total - reserved) * ratio)
-        p["usages"][rc] = rnd.choice([0, 0, 0, rnd.randint(0, max(capacity, 0)),
-                                      rnd.randint(0, max(capacity, 0)), capacity, capacity + 1])
+        half = rnd.randint(0, max(capacity // 2, 0))
+        p["usages"][rc] = {
+            "empty": 0,
+            "partial": half,
+            "mixed": rnd.choice([0, half, rnd.randint(0, max(capacity, 0)), capacity,
+                                 capacity + 1]),
+        }[self.fill]
 
     def decorate(self, p: dict, root: bool) -> None:
         rnd = self.rnd
@@ -192,11 +200,14 @@ class _CaseMaker:
         else:
             classes = sorted({rc for p in self.providers for rc in p["inventories"]})
         traits = CUSTOM_TRAITS + STD_TRAITS + ["OWNER_NOVA"]
+        # An easy request (small amounts, few constraints) now and then, so
+        # that many answers hold candidates to compare.
+        f = 0.3 if rnd.random() < 0.4 else 1.0
         req: dict = {"groups": {}, "group_policy": None, "root_required": [],
                      "root_forbidden": [], "same_subtree": [], "limit": None}
 
         def amount(rc: str) -> int:
-            if rc.startswith("CUSTOM_BAREMETAL"):
+            if rc.startswith("CUSTOM_BAREMETAL") or (f < 1 and rc != "MEMORY_MB"):
                 return 1
             if rc == "MEMORY_MB":
                 return rnd.choice([256, 256, 512, 1024, 2048])
@@ -206,32 +217,32 @@ class _CaseMaker:
             g = {"suffix": suffix, "resources": {rc: amount(rc) for rc in rnd.sample(
                 pool, min(k, len(pool)))}, "required": [], "forbidden": [],
                 "member_of": [], "forbidden_aggs": [], "in_tree": None}
-            if rnd.random() < 0.25:
+            if rnd.random() < 0.25 * f:
                 g["required"] = rnd.sample(traits, rnd.randint(1, 2))
-            if rnd.random() < 0.15:
+            if rnd.random() < 0.15 * f:
                 g["forbidden"] = [t for t in rnd.sample(traits, 1) if t not in g["required"]]
-            if rnd.random() < 0.15:
+            if rnd.random() < 0.15 * f:
                 g["member_of"] = [sorted(set(rnd.sample(self.aggs, rnd.randint(1, 2))))
                                   for _ in range(rnd.randint(1, 2))]
-            if rnd.random() < 0.1:
+            if rnd.random() < 0.1 * f:
                 g["forbidden_aggs"] = rnd.sample(self.aggs, 1)
             return g
 
         if rnd.random() < 0.85 and classes:
             req["groups"][""] = group("", classes, rnd.randint(1, 3))
-            if rnd.random() < 0.1:
+            if rnd.random() < 0.1 * f:
                 p = rnd.choice(self.providers)
                 req["groups"][""]["in_tree"] = p["uuid"] if rnd.random() < 0.9 \
                     else _uuid(self.seed, "nowhere")
         granular_pool = [rc for rc in classes if rc in (
             "VGPU", "SRIOV_NET_VF", "VCPU", "PCPU", "DISK_GB", "CUSTOM_BAREMETAL_GOLD")] \
             or classes
-        suffixes = rnd.sample(["1", "2", "_NET", "3"], rnd.choice([0, 0, 0, 1, 1, 2, 3]))
+        suffixes = rnd.sample(["1", "2", "_NET", "3"], rnd.choice([0, 0, 0, 1, 1, 2, 3] if f == 1 else [0, 0, 1]))
         for suffix in suffixes:
             req["groups"][suffix] = group(suffix, granular_pool, rnd.randint(1, 2))
-        if len(suffixes) >= 2 and rnd.random() < 0.4:
+        if len(suffixes) >= 2 and rnd.random() < 0.4 * f:
             req["same_subtree"].append(sorted(rnd.sample(suffixes, 2)))
-            if rnd.random() < 0.4:
+            if rnd.random() < 0.4 * f:
                 # A resourceless group in the subtree, named by its trait.
                 req["groups"]["_RL"] = {"suffix": "_RL", "resources": {},
                                         "required": [rnd.choice(traits)], "forbidden": [],
@@ -242,14 +253,14 @@ class _CaseMaker:
             req["group_policy"] = rnd.choice(["none", "isolate"])
         elif rnd.random() < 0.2:
             req["group_policy"] = rnd.choice(["none", "isolate"])
-        if rnd.random() < 0.6:
+        if rnd.random() < 0.6 * f:
             req["root_required"] = ["OWNER_NOVA"] if rnd.random() < 0.9 else ["CUSTOM_T1"]
-        if rnd.random() < 0.6:
+        if rnd.random() < 0.6 * f:
             req["root_forbidden"] = ["COMPUTE_STATUS_DISABLED"]
-        if rnd.random() < 0.04:
+        if rnd.random() < 0.04 * f:
             req["groups"].setdefault("", group("", classes or ["VCPU"], 1))[
                 "required"] = ["CUSTOM_UNKNOWN_TRAIT"]
-        if rnd.random() < 0.04:
+        if rnd.random() < 0.04 * f:
             req["groups"].setdefault("", group("", classes or ["VCPU"], 1))[
                 "resources"]["CUSTOM_UNKNOWN_CLASS"] = 1
         if rnd.random() < 0.1:
@@ -361,21 +372,37 @@ def compare(case: dict, answers: list[dict], traits: list[str], classes: list[st
                                 f"{len(theirs)} not a subset of nova-sched's {len(ours)}: "
                                 f"{_diff(theirs, ours)}")
             continue
-        if theirs != ours:
+        # Placement keeps one anchor, arbitrary, for an unnumbered group
+        # served wholly by sharing providers (its per-group candidates are a
+        # set whose equality ignores the anchor), so combined with granular
+        # groups it loses the other anchors' candidates. nova-sched keeps
+        # them: only those may be missing from Placement's answer.
+        extra = {k for k in ours - theirs
+                 if _sharing_only_unnumbered(k, sharing) and len(dict(k[1])) > 1}
+        if theirs != ours - extra:
             problems.append(f"{where}: candidates differ: {_diff(theirs, ours)}")
             continue
         their_hosts = {rp for allocs, _ in theirs for rp, _, _ in allocs} & roots
-        if found.hosts() - sharing != their_hosts:
+        our_hosts = found.hosts() - sharing
+        if (our_hosts != their_hosts if not extra
+                else not their_hosts <= our_hosts):
             problems.append(f"{where}: hosts differ: Placement {sorted(their_hosts)}, "
                             f"nova-sched {sorted(found.hosts())}")
             continue
         for host in sorted(their_hosts):
+            if extra:
+                break
             mine = [c.key() for c in found.candidates_of(host)]
             expected = {k for k in theirs if host in {rp for rp, _, _ in k[0]}}
             if set(mine) != expected or len(mine) != len(expected):
                 problems.append(f"{where}: candidates of {host} differ: "
                                 f"{_diff(expected, set(mine))}")
     return problems
+
+
+def _sharing_only_unnumbered(key, sharing: set[str]) -> bool:
+    mapped = dict(key[1]).get("")
+    return bool(mapped) and mapped <= sharing
 
 
 def _show(key) -> str:

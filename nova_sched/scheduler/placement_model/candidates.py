@@ -95,7 +95,9 @@ class Search:
 
     def hosts(self) -> set[str]:
         """Root uuids with at least one candidate that allocates from the root
-        provider itself (what nova-scheduler sees as a host)."""
+        provider itself (what nova-scheduler sees as a host). A sharing
+        provider is a host only when ``roots`` names it, and then only
+        through candidates anchored at itself."""
         if self._hosts is None:
             found: set[str] = set()
             for ctx in self.contexts:
@@ -107,9 +109,9 @@ class Search:
         key = id(ctx)
         if key not in self._complex_hosts:
             ix = ctx.index
-            found = np.flatnonzero(ctx.flat_hosts()).tolist()
+            found = np.flatnonzero(ctx.flat_hosts() & ctx.asked).tolist()
             if not ctx.empty:
-                for root in np.flatnonzero(ctx.complex_roots & ctx.anchor_ok
+                for root in np.flatnonzero(ctx.complex_roots & ctx.anchor_ok & ctx.asked
                                            & _possible(ctx)).tolist():
                     for cand in _anchor_candidates(ctx, root):
                         if root in cand[0]:

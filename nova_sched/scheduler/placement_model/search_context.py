@@ -303,7 +303,9 @@ class RequestContext:
             anchors &= asked
             self.asked = asked & ix.is_root
         else:
-            self.asked = ix.is_root.copy()
+            # A sharing provider is nobody's host (nova's hosts are compute
+            # nodes), unless the caller names it.
+            self.asked = ix.is_root & ~ix.sharing
         for trait in request.root_required:
             anchors &= ix.with_trait(trait)
         for trait in request.root_forbidden:
