@@ -123,11 +123,18 @@ class PlacementTables:
         """A DELETE /allocations/{consumer}: no generation moves."""
         self.sql("DELETE FROM allocations WHERE consumer_id = :c", c=consumer)
 
-    def trait(self, uuid: str, name: str) -> None:
-        if name not in self.traits:
-            self.traits[name] = self._insert("traits", name=name)
-        self._insert("resource_provider_traits", resource_provider_id=self.ids[uuid],
-                     trait_id=self.traits[name])
+    def trait(self, uuid: str, *names: str) -> None:
+        """The traits ``names`` set on the provider (created when new)."""
+        with self.engine.begin() as conn:
+            for name in names:
+                if name not in self.traits:
+                    self.traits[name] = conn.execute(sa.text(
+                        "INSERT INTO traits (name) VALUES (:name)"),
+                        {"name": name}).lastrowid
+                conn.execute(sa.text(
+                    "INSERT INTO resource_provider_traits (resource_provider_id, "
+                    "trait_id) VALUES (:rp, :trait)"),
+                    {"rp": self.ids[uuid], "trait": self.traits[name]})
 
     def aggregate(self, uuid: str, agg_uuid: str) -> None:
         if agg_uuid not in self.aggregates:

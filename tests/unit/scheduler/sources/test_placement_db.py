@@ -345,8 +345,7 @@ def test_a_provider_with_hundreds_of_traits(tables, database):
     cn = tables.provider("cn")
     other = tables.provider("other")
     names = {f"CUSTOM_T{i:03d}" for i in range(300)}
-    for name in sorted(names):
-        tables.trait(cn, name)
+    tables.trait(cn, *sorted(names))
     tables.trait(other, "CUSTOM_T007")
 
     providers, traits, _ = database.read_all()
