@@ -203,8 +203,10 @@ def test_the_cases_reach_every_filter(generated):
                  "COMPUTE_ACCELERATORS", "COMPUTE_NET_VIRTIO_PACKED",
                  "COMPUTE_REMOTE_MANAGED_PORTS", "COMPUTE_EPHEMERAL_ENCRYPTION",
                  "COMPUTE_SOUND_MODEL_VIRTIO", "TPM_SECRET_SECURITY",
-                 "%21in%3A" + AGG[0][:8], "in%3A" + AGG[2][:8],
-                 "required%3A" if False else "OWNER_NOVA%2C"):
+                 # isolated aggregates forbidden; tenant, zone or network
+                 # aggregates required (the cloud's aggregate uuids).
+                 "member_of=%21in%3A00000000-0000-0000-0000-00000000006",
+                 "member_of=in%3A00000000-0000-0000-0000-00000000006"):
         assert mark in text, mark
     errors = [a["error"] for a in answers if "error" in a]
     assert any("No hosts available for tenant" in e[1] for e in errors)
@@ -338,3 +340,35 @@ def test_a_filtered_request_placement_would_refuse_is_refused():
     context = rf.RequestFilterContext(aggregates=[_agg("z1", availability_zone="az1")])
     with pytest.raises(exception.ResourceRequestRefused, match="empty string"):
         _filtered(_spec(es=es, az="az1"), context)
+
+
+def test_names_copied_from_os_traits_and_os_resource_classes_are_current():
+    """The trait and resource class names nova checks against its
+    libraries are the nova venv's (os-traits, os-resource-classes)."""
+    script = (
+        "import json, os_traits as t, os_resource_classes as o\n"
+        "prefixes = ('COMPUTE_IMAGE_TYPE_', 'COMPUTE_STORAGE_BUS_', "
+        "'COMPUTE_GRAPHICS_MODEL_', 'COMPUTE_NET_VIF_MODEL_', 'HW_ARCH_', "
+        "'COMPUTE_ARCH_', 'COMPUTE_VIOMMU_')\n"
+        "print(json.dumps({'traits': [n for n in dir(t) if n.isupper() and "
+        "n.startswith(prefixes)], 'all': [n for n in dir(t) if n.isupper()], "
+        "'classes': list(o.STANDARDS)}))\n")
+    done = subprocess.run([str(trb._nova_venv_python()), "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    names = json.loads(done.stdout)
+    assert set(names["traits"]) == rf.IMAGE_TYPE_TRAITS | rf.IMAGE_METADATA_TRAITS
+    assert set(names["classes"]) == request_builder.STANDARD_RESOURCE_CLASSES
+    every = set(names["all"])
+    used = set(rf.TPM_SECRET_SECURITY_TRAITS.values()) | {
+        model.trait for model in
+        request_builder.gc.MEM_ENCRYPTION_MODELS.values()} | {
+        "COMPUTE_STATUS_DISABLED", "OWNER_NOVA", "COMPUTE_ACCELERATORS",
+        "COMPUTE_NET_VIRTIO_PACKED", "COMPUTE_REMOTE_MANAGED_PORTS",
+        "COMPUTE_EPHEMERAL_ENCRYPTION", "COMPUTE_SOUND_MODEL_VIRTIO",
+        "HW_CPU_HYPERTHREADING", "COMPUTE_SECURITY_TPM_CRB",
+        "COMPUTE_SECURITY_TPM_TIS", "COMPUTE_SECURITY_TPM_2_0",
+        "COMPUTE_SECURITY_TPM_1_2", "COMPUTE_SOCKET_PCI_NUMA_AFFINITY",
+        "COMPUTE_SECURITY_UEFI_SECURE_BOOT", "COMPUTE_ADDRESS_SPACE_PASSTHROUGH",
+        "COMPUTE_ADDRESS_SPACE_EMULATED", "COMPUTE_SECURITY_STATELESS_FIRMWARE"}
+    assert used <= every, used - every
