@@ -145,8 +145,6 @@ class PlacementDatabase:
     def __init__(self, url: str):
         self.where = masked_url(url)
         self.engine = _engine(url)
-        # Kept only to scrub it from error messages.
-        self.password = self.engine.url.password
         self.last_read = ReadStats()
         # (trait names, resource class names) as the last read that read
         # providers found them (None: no such read yet).
@@ -597,7 +595,8 @@ class PlacementModelReader:
 
     def _scrubbed(self, err: Exception) -> str:
         text = str(err).splitlines()[0] if str(err) else type(err).__name__
-        password = self.database.password
+        # A driver's message could quote the URL it was given.
+        password = self.database.engine.url.password
         if password:
             text = text.replace(password, "***")
         return text[:300]
