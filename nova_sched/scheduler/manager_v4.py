@@ -120,7 +120,7 @@ class SchedulerManagerV4:
                 # nova's API database is the source's; this is news of it.
                 source.set_aggregates([AggregateInfo(
                     id=_aggregate_id(primitive), name=name, hosts=frozenset(hosts),
-                    metadata=metadata)])
+                    metadata=metadata, uuid=_aggregate_uuid(primitive))])
             else:
                 db_aggregates.replace(name, hosts, metadata)
             LOG.info("Aggregate %s from nova: hosts %s, metadata %s", name,
@@ -186,6 +186,12 @@ def _aggregate_id(primitive) -> int:
     """An Aggregate primitive's id (0 when it has none)."""
     value = nova_objects.unwrap(primitive, "Aggregate").get("id")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _aggregate_uuid(primitive) -> str | None:
+    """An Aggregate primitive's uuid, its Placement aggregate's (None: none)."""
+    value = nova_objects.unwrap(primitive, "Aggregate").get("uuid")
+    return value if isinstance(value, str) and value else None
 
 
 def _is_rebuild(spec: request.RequestSpec) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 
 from nova_sched import exception
 from nova_sched.scheduler.filters import PLACEMENT_PREFIX
-# TEMPORARY lazy imports until the modules land: see _room().
+from nova_sched.scheduler.placement_model import candidates, request_builder, request_filters
 
 if TYPE_CHECKING:
     from nova_sched.scheduler.decision.cycle_state import CycleState
@@ -60,12 +60,13 @@ class ProviderCandidates:
         """nova's resource request for the cycle's request (outside the lock)."""
         if self.model is None:
             return None
-        from nova_sched.scheduler.placement_model import request_builder, request_filters
         spec = cycle.spec
         try:
-            requests = request_builder.build(spec, node_uuid=self._node_uuid)
-            request_filters.run(spec, requests, self._filter_context())
-        except exception.ResourceRequestRefused as err:
+            requests = request_builder.build(spec, node_uuids=self._node_uuids)
+            requests = request_filters.run(spec, requests, self._filter_context())
+        except exception.NoValidHost as err:
+            # nova's own refusals (ResourceRequestRefused, a request filter's
+            # RequestFilterFailed): no host is asked.
             return Question([], refused=err.reason)
         return Question(requests)
 
@@ -81,7 +82,6 @@ class ProviderCandidates:
             cycle.placement = None
             gone = np.ones(len(rows), dtype=bool)
             return rows[:0], [(f"{PLACEMENT_PREFIX}{question.refused}", rows, gone, len(rows))]
-        from nova_sched.scheduler.placement_model import candidates
         uuids = [table.states[r].uuid for r in rows.tolist()]
         search = candidates.search(self.model, question.requests,
                                    roots=[u for u in uuids if u])
@@ -94,7 +94,7 @@ class ProviderCandidates:
         removals = []
         if not keep.all():
             position = {u: i for i, u in enumerate(uuids) if u}
-            for why, roots in search.removed():
+            for why, roots in search.removed_roots():
                 gone = np.zeros(len(rows), dtype=bool)
                 gone[[position[u] for u in roots if u in position]] = True
                 removals.append((f"{PLACEMENT_PREFIX}{why}", rows, gone, int(gone.sum())))
@@ -107,18 +107,17 @@ class ProviderCandidates:
                                  unexplained, int(unexplained.sum())))
         return rows[keep], removals
 
-    def _node_uuid(self, host: str, node: str | None) -> str | None:
-        """The provider of a requested destination (nova's ``in_tree``)."""
+    def _node_uuids(self, host: str | None, node: str | None) -> list[str]:
+        """The providers of a requested destination's nodes (nova's ``in_tree``)."""
         table = self.host_manager.table
-        for row in table.host_rows.get(host, ()):
-            state = table.states[row]
-            if node is None or state.nodename == node:
-                return state.uuid
-        return None
+        rows = (table.host_rows.get(host, ()) if host is not None
+                else range(table.size))
+        return [table.states[r].uuid for r in rows
+                if table.states[r].uuid
+                and (node is None or table.states[r].nodename == node)]
 
-    def _filter_context(self):
-        from nova_sched.scheduler.placement_model import request_filters
+    def _filter_context(self) -> request_filters.RequestFilterContext:
         source = self.host_manager.source
         return request_filters.RequestFilterContext(
             aggregates=list(self.host_manager.table.aggregates),
-            all_computes_own_nova=getattr(source, "all_computes_own_nova", lambda: True)())
+            min_compute_version=source.min_compute_version())

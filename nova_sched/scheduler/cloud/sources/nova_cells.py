@@ -98,11 +98,6 @@ _PLACEMENT_DUTY = 3.0
 # say Placement does not answer (the read itself may take minutes to fail).
 _SLOW_READ = 30.0
 _CLASSES = {"VCPU": "vcpus", "MEMORY_MB": "memory_mb", "DISK_GB": "local_gb"}
-# The nova-compute service version from which computes report the
-# OWNER_NOVA trait on their providers (nova 34's
-# MIN_COMPUTE_VERSION_OWNER_TRAIT): nova requires the trait only once every
-# compute is there.
-OWNER_NOVA_COMPUTE_VERSION = 73
 
 
 @dataclasses.dataclass
@@ -676,12 +671,13 @@ class NovaCellsSource:
                     if pending.counted_in_model is not None:
                         self.placement_reader.note_confirmed(pending.counted_in_model)
 
-    def all_computes_own_nova(self) -> bool:
-        """Whether every nova-compute reports OWNER_NOVA (nova's
-        ``owner_nova_filter`` asks it of roots only then)."""
+    def min_compute_version(self) -> int | None:
+        """The lowest service version of the nova-compute services (nova's
+        ``owner_nova_filter`` requires OWNER_NOVA of roots once every
+        compute reports it); None: no compute known."""
         with self._lock:
             versions = [row.get("version") or 0 for row in self._services.values()]
-        return bool(versions) and min(versions) >= OWNER_NOVA_COMPUTE_VERSION
+        return min(versions) if versions else None
 
     def problem(self) -> str | None:
         since = self._reading_since

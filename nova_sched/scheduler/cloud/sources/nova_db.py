@@ -197,7 +197,7 @@ class NovaDatabases:
 
     def aggregates(self) -> list[AggregateInfo]:
         """Every aggregate with its hosts and metadata (the zone among them)."""
-        aggs = self._api_rows("SELECT id, name FROM aggregates")
+        aggs = self._api_rows("SELECT id, uuid, name FROM aggregates")
         hosts = self._api_rows("SELECT aggregate_id, host FROM aggregate_hosts")
         meta = self._api_rows("SELECT aggregate_id, `key`, value FROM aggregate_metadata"
                               if self.api.dialect.name == "mysql" else
@@ -210,7 +210,8 @@ class NovaDatabases:
             by_agg_meta.setdefault(row["aggregate_id"], {})[row["key"]] = row["value"]
         return [AggregateInfo(id=row["id"], name=row["name"],
                               hosts=frozenset(by_agg_hosts.get(row["id"], ())),
-                              metadata=by_agg_meta.get(row["id"], {}))
+                              metadata=by_agg_meta.get(row["id"], {}),
+                              uuid=row["uuid"])
                 for row in sorted(aggs, key=lambda r: r["id"])]
 
     def dispose(self) -> None:
