@@ -150,8 +150,16 @@ def start_cloud(cloud: novacloud.NovaCloud, scheduler: str) -> None:
     make_sharing_disk_provider(cloud)
 
     def _registered():
+        # A provider appears before its inventory and aggregates are set:
+        # wait for the whole of each compute's first report.
         cloud.assert_running()
-        return set(PROVIDERS) <= set(cloud.placement.providers())
+        names = cloud.placement.providers()
+        if not set(PROVIDERS) <= set(names):
+            return False
+        if not all(cloud.placement.inventories(names[rp]) for rp in PROVIDERS):
+            return False
+        return SHARED_DISK_AGGREGATE in cloud.placement.get(
+            f"/resource_providers/{names['diskless']}/aggregates")["aggregates"]
     try:
         novacloud.wait_until(_registered, 180, 0.5, f"resource providers {PROVIDERS}")
     except TimeoutError as err:
