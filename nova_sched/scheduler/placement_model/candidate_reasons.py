@@ -35,21 +35,19 @@ from nova_sched.scheduler.placement_model.search_context import RequestContext
 NO_COMBINATION = "have no combination of providers for the request"
 
 
-def removed(ctx: RequestContext, hosts: set[str]) -> list[tuple[str, list[str]]]:
+def removed(ctx: RequestContext, hosts: np.ndarray) -> list[tuple[str, list[str]]]:
     """``[(reason, root uuids removed)]`` over the roots ``ctx`` was asked
     about that are not in ``hosts``, each root under one reason, in the
     order above."""
     ix = ctx.index
-    left = ctx.asked.copy()
-    if hosts:
-        left[[ix.pos[u] for u in hosts if u in ix.pos]] = False
+    left = ctx.asked & ~hosts
     out: list[tuple[str, list[str]]] = []
 
     def take(reason: str, passes: np.ndarray) -> None:
         nonlocal left
         gone = np.flatnonzero(left & ~passes)
         if len(gone):
-            out.append((reason, [ix.uuids[i] for i in gone.tolist()]))
+            out.append((reason, ix.uuid_array[gone].tolist()))
             left = left & passes
 
     request = ctx.request

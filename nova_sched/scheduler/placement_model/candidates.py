@@ -90,8 +90,8 @@ class Search:
     def __init__(self, contexts: Sequence[RequestContext], refused: str | None = None):
         self.contexts = list(contexts)
         self.refused = refused
+        self._host_mask: np.ndarray | None = None
         self._hosts: set[str] | None = None
-        self._complex_hosts: dict[int, set[int]] = {}
 
     def hosts(self) -> set[str]:
         """Root uuids with at least one candidate that allocates from the root
@@ -99,27 +99,20 @@ class Search:
         provider is a host only when ``roots`` names it, and then only
         through candidates anchored at itself."""
         if self._hosts is None:
-            found: set[str] = set()
-            for ctx in self.contexts:
-                found |= {ctx.index.uuids[i] for i in self._host_positions(ctx)}
-            self._hosts = found
-        return set(self._hosts)
+            mask = self.host_mask()
+            self._hosts = set() if mask is None else set(
+                self.contexts[0].index.uuid_array[mask].tolist())
+        return self._hosts
 
-    def _host_positions(self, ctx: RequestContext) -> list[int]:
-        key = id(ctx)
-        if key not in self._complex_hosts:
-            ix = ctx.index
-            found = np.flatnonzero(ctx.flat_hosts() & ctx.asked).tolist()
-            if not ctx.empty:
-                for root in np.flatnonzero(ctx.complex_roots & ctx.anchor_ok & ctx.asked
-                                           & _possible(ctx)).tolist():
-                    for cand in _anchor_candidates(ctx, root):
-                        if root in cand[0]:
-                            found.append(root)
-                            break
-            self._complex_hosts[key] = set(found)
-            del ix
-        return sorted(self._complex_hosts[key])
+    def host_mask(self) -> np.ndarray | None:
+        """``hosts()`` as a mask over the index's positions (None when
+        refused)."""
+        if self._host_mask is None and self.contexts:
+            mask = np.zeros(self.contexts[0].index.n, dtype=bool)
+            for ctx in self.contexts:
+                mask |= _host_mask(ctx)
+            self._host_mask = mask
+        return self._host_mask
 
     def candidates_of(self, root: str) -> list[AllocationCandidate]:
         """The candidates anchored at ``root`` that allocate from it (those
@@ -166,7 +159,7 @@ class Search:
         """``removed()`` with the root uuids each constraint removed."""
         if not self.contexts:
             return []
-        return candidate_reasons.removed(self.contexts[0], self.hosts())
+        return candidate_reasons.removed(self.contexts[0], self.host_mask())
 
 
 def search(model: ProviderModel, requests: Sequence[ResourceRequest],
@@ -187,6 +180,23 @@ def search(model: ProviderModel, requests: Sequence[ResourceRequest],
             if n == 0:
                 return Search([], refused=str(err))
     return Search(contexts)
+
+
+def _host_mask(ctx: RequestContext) -> np.ndarray:
+    """Positions of ``ctx``'s hosts: the flat roots the masks settle, and
+    the other roots whose tree search finds a candidate taking from them."""
+    found = ctx.flat_hosts() & ctx.asked
+    trees = ctx.tree_hosts()
+    if trees is not None:
+        return found | trees
+    if not ctx.empty:
+        for root in np.flatnonzero(ctx.complex_roots & ctx.anchor_ok & ctx.asked
+                                   & _possible(ctx)).tolist():
+            for cand in _anchor_candidates(ctx, root):
+                if root in cand[0]:
+                    found[root] = True
+                    break
+    return found
 
 
 # -- the per-anchor search ------------------------------------------------------

@@ -92,6 +92,7 @@ class ProviderIndex:
             providers = list(model.providers.values())
         self.uuids = [p.uuid for p in providers]
         self.pos = {u: i for i, u in enumerate(self.uuids)}
+        self.uuid_array = np.array(self.uuids, dtype=object)
         n = len(providers)
         self.n = n
         self.parent = np.full(n, -1, dtype=np.int32)
@@ -430,6 +431,53 @@ class RequestContext:
         if self.request.group_policy == "isolate" and len(self.granular) > 1:
             return np.zeros(ix.n, dtype=bool)
         ok &= self._merged_fits()
+        return ok
+
+    def tree_hosts(self) -> np.ndarray | None:
+        """For a request of the unnumbered group alone without required
+        traits, the roots of trees (and of anchors sharing providers reach)
+        whose candidates include one taking from the root: every class can
+        come from some provider passing its per-provider rules (capacity,
+        the summary's, aggregates on it or its root, forbidden traits) and
+        the root passes them for at least one class. None for any other
+        request (the per-tree search answers it)."""
+        unnumbered = self.rules.get("")
+        if unnumbered is None or self.granular or unnumbered.group.required_traits:
+            return None
+        ix = self.index
+        ok = self.anchor_ok & self.asked & self.complex_roots
+        if self.empty:
+            return np.zeros(ix.n, dtype=bool)
+        group = unnumbered.group
+        rule = np.ones(ix.n, dtype=bool)
+        if unnumbered.member is not None:
+            rule &= unnumbered.member | unnumbered.member[ix.root]
+        if unnumbered.barred is not None:
+            rule &= ~unnumbered.barred & ~unnumbered.barred[ix.root]
+        for trait in group.forbidden_traits:
+            rule &= ~ix.with_trait(trait)
+        from_root = np.zeros(ix.n, dtype=bool)
+        for rc, mask in unnumbered.fits.items():
+            serving = mask & rule & self._summary_fits(rc, group.resources[rc])
+            reach = ix.trees_with(serving)
+            shared = unnumbered.sharing_fits.get(rc)
+            if shared is not None:
+                for s in np.flatnonzero(shared & rule & self._summary_fits(
+                        rc, group.resources[rc])).tolist():
+                    reach[list(ix.anchors[s])] = True
+            ok &= reach
+            from_root |= serving
+        if unnumbered.barred is not None:
+            ok &= ~unnumbered.barred
+        return ok & from_root
+
+    def _summary_fits(self, rc: str, amount: int) -> np.ndarray:
+        ix = self.index
+        ok = np.zeros(ix.n, dtype=bool)
+        col = ix.columns.get(rc)
+        if col is not None:
+            good = (col.used + amount <= col.cap_merged) & (amount <= col.max_unit)
+            ok[col.prov[good]] = True
         return ok
 
     def _merged_fits(self) -> np.ndarray:

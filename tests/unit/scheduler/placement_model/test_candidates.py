@@ -288,3 +288,43 @@ def test_index_follows_usages_and_new_providers():
     assert candidates.search(model, [ask({"VCPU": 4})]).hosts() == {"b"}
     model.add_usage({"a": {"VCPU": 1}}, sign=-1)
     assert candidates.search(model, [ask({"VCPU": 4})]).hosts() == {"a", "b"}
+
+
+def test_tree_shortcut_agrees_with_building_candidates():
+    # Trees (a root, NUMA children, a GPU) and sharing disks: hosts() takes
+    # a shortcut for requests of the unnumbered group without required
+    # traits; it must name the roots the per-tree search finds.
+    rnd = random.Random(11)
+    providers = [Provider(uuid=f"nfs{i}", inventories={"DISK_GB": Inventory(100)},
+                          usages={"DISK_GB": rnd.randint(0, 100)},
+                          traits=frozenset({MISC_SHARES_VIA_AGGREGATE}),
+                          aggregates=frozenset({f"agg{i}"})) for i in range(2)]
+    for i in range(80):
+        root = f"cn{i}"
+        providers.append(Provider(
+            uuid=root, inventories={"MEMORY_MB": Inventory(1024)} if rnd.random() < 0.7 else {},
+            usages={"MEMORY_MB": rnd.randint(0, 1024)},
+            traits=frozenset(rnd.sample(["CUSTOM_SSD", "OWNER_NOVA"], rnd.randint(0, 2))),
+            aggregates=frozenset(rnd.sample(["agg0", "agg1", "x"], rnd.randint(0, 2)))))
+        for n in range(rnd.randint(0, 3)):
+            providers.append(child(
+                f"{root}-{n}", root, used={"VCPU": rnd.randint(0, 8)},
+                traits=set(rnd.sample(["CUSTOM_SSD", "HW_CPU_X86_AVX2"], rnd.randint(0, 1))),
+                aggs=set(rnd.sample(["agg0", "x"], rnd.randint(0, 1))),
+                VCPU=Inventory(4, step_size=rnd.choice([1, 2]))))
+    model = model_of(*providers)
+    sharing = {"nfs0", "nfs1"}
+    for _ in range(60):
+        request = ask(dict(rnd.sample([("VCPU", rnd.randint(1, 4)), ("MEMORY_MB", 100),
+                                       ("DISK_GB", rnd.randint(1, 60))], rnd.randint(1, 3))))
+        if rnd.random() < 0.3:
+            request.unnumbered.forbidden_traits = {rnd.choice(["CUSTOM_SSD", "HW_CPU_X86_AVX2"])}
+        if rnd.random() < 0.3:
+            request.unnumbered.member_of = [frozenset(rnd.sample(["agg0", "agg1", "x"], 1))]
+        if rnd.random() < 0.2:
+            request.unnumbered.forbidden_aggs = {rnd.choice(["agg0", "x"])}
+        if rnd.random() < 0.3:
+            request.root_required = {"OWNER_NOVA"}
+        search = candidates.search(model, [request])
+        built = {c.root for c in search.all_candidates() if c.root in c.allocations}
+        assert search.hosts() == built - sharing, request
