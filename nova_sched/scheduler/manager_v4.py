@@ -78,7 +78,7 @@ class SchedulerManagerV4:
         else:
             legacy = spec_objects.to_legacy(spec_obj, instance_uuids)
         spec = request.parse(*legacy)
-        if _is_rebuild(spec):
+        if spec.is_rebuild:
             # A rebuild on its own host only asks whether the host still
             # passes the filters; nothing moves, so nothing is claimed
             # (nova's request_is_rebuild).
@@ -192,12 +192,6 @@ def _aggregate_uuid(primitive) -> str | None:
     """An Aggregate primitive's uuid, its Placement aggregate's (None: none)."""
     value = nova_objects.unwrap(primitive, "Aggregate").get("uuid")
     return value if isinstance(value, str) and value else None
-
-
-def _is_rebuild(spec: request.RequestSpec) -> bool:
-    """nova's ``_nova_check_type`` hint of a rebuild-only request."""
-    value = spec.scheduler_hints.get("_nova_check_type")
-    return value in ("rebuild", ["rebuild"])
 
 
 def _instance_uuids(primitive) -> list[str]:

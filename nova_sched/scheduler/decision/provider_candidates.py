@@ -58,9 +58,10 @@ class ProviderCandidates:
 
     def prepare(self, cycle: "CycleState") -> Question | None:
         """nova's resource request for the cycle's request (outside the lock)."""
-        if self.model is None:
-            return None
         spec = cycle.spec
+        if self.model is None or spec.is_rebuild:
+            # A rebuild moves nothing: nova asks Placement nothing for it.
+            return None
         try:
             requests = request_builder.build(spec, node_uuids=self._node_uuids)
             requests = request_filters.run(spec, requests, self._filter_context())

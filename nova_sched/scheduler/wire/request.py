@@ -96,6 +96,14 @@ class RequestSpec:
         return self.filter_properties.get("retry") or None
 
     @property
+    def is_rebuild(self) -> bool:
+        """nova's ``_nova_check_type`` hint: a rebuild on the instance's own
+        host, which only asks whether the host still passes the filters
+        (nova's ``request_is_rebuild``: Placement is not asked)."""
+        value = self.scheduler_hints.get("_nova_check_type")
+        return value in ("rebuild", ["rebuild"])
+
+    @property
     def image_id(self) -> str | None:
         return self.image.get("id") or self.instance_properties.get("image_ref")
 
