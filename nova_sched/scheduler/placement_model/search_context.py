@@ -62,6 +62,15 @@ class ResourceColumn:
     step: np.ndarray
     cap_merged: np.ndarray  # int64, int((total - reserved) * summary ratio)
     row_of: np.ndarray      # int32 per provider position, -1 without this class
+    _lists: tuple | None = None
+
+    def summary_lists(self) -> tuple[list, list, list, list]:
+        """(row_of, used, cap_merged, max_unit) as Python lists, for the
+        per-tree search's one-provider reads; rebuilt after a patch."""
+        if self._lists is None:
+            self._lists = (self.row_of.tolist(), self.used.tolist(),
+                           self.cap_merged.tolist(), self.max_unit.tolist())
+        return self._lists
 
     def fits(self, amount: int) -> np.ndarray:
         """Per row: Placement's per-group SQL filter for ``amount``."""
@@ -185,6 +194,10 @@ class ProviderIndex:
                     inv.min_unit, inv.max_unit, inv.step_size)
                 col.cap_merged[k] = int((inv.total - inv.reserved)
                                         * _summary_ratio(inv.allocation_ratio))
+                if col._lists is not None:
+                    _, used, cap, max_unit = col._lists
+                    used[k], cap[k], max_unit[k] = (
+                        int(col.used[k]), int(col.cap_merged[k]), int(col.max_unit[k]))
         self.version = version
 
     def _patchable(self, p) -> bool:
@@ -291,6 +304,8 @@ class RequestContext:
         self.index = index
         self.request = request
         self.empty = False
+        # The per-tree search's lists of the groups' masks (candidates._listed).
+        self.listed: dict = {}
         model = index.model
         _validate(request, model)
         self.groups = {s: g for s, g in request.groups.items()}

@@ -328,3 +328,24 @@ def test_tree_shortcut_agrees_with_building_candidates():
         search = candidates.search(model, [request])
         built = {c.root for c in search.all_candidates() if c.root in c.allocations}
         assert search.hosts() == built - sharing, request
+
+
+def test_tree_search_follows_claims():
+    model = model_of(compute("cn"), child("gpu", "cn", VGPU=Inventory(2)))
+    request = ask({"VCPU": 1}, _1={"VGPU": 2})
+    assert candidates.search(model, [request]).hosts() == {"cn"}
+    model.add_usage({"gpu": {"VGPU": 1}})
+    assert candidates.search(model, [request]).hosts() == set()
+    model.add_usage({"gpu": {"VGPU": 1}}, sign=-1)
+    assert candidates.search(model, [request]).hosts() == {"cn"}
+
+
+def test_merged_check_follows_claims():
+    # Each group alone fits after the claim; only the merged check (the
+    # provider summary) sees that both no longer do.
+    model = model_of(compute("cn"), child("gpu", "cn", VGPU=Inventory(2)))
+    request = ask({"VCPU": 1, "VGPU": 1}, _1={"VGPU": 1})
+    request.group_policy = "none"
+    assert candidates.search(model, [request]).hosts() == {"cn"}
+    model.add_usage({"gpu": {"VGPU": 1}})
+    assert candidates.search(model, [request]).hosts() == set()
