@@ -189,9 +189,8 @@ class PlacementDatabase:
     def generations(self) -> dict[str, int]:
         """uuid -> generation of every provider (one narrow query)."""
         with self.engine.connect() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT uuid, generation FROM resource_providers").all()
-        self._count("resource_providers (generations)", len(rows))
+            rows = self._rows(conn, "resource_providers (generations)",
+                              "SELECT uuid, generation FROM resource_providers")
         return {uuid: generation or 0 for uuid, generation in rows}
 
     def read_providers(self, uuids: Iterable[str]) -> list[Provider]:
