@@ -437,8 +437,9 @@ class PlacementModelReader:
         if self._reconciled is None:
             return self.reconcile()
         with self._polling:
-            with self.model.lock:
-                known = {uuid: p.generation for uuid, p in self.model.providers.items()}
+            with self.model.lock:  # a copy under it, the dict built after
+                providers = list(self.model.providers.values())
+            known = {p.uuid: p.generation for p in providers}
             with self._lock:
                 for claim in self._pending:
                     if claim.confirmed is not None:
