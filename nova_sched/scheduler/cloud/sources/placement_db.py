@@ -321,6 +321,7 @@ class PlacementDatabase:
         return rows
 
     def dispose(self) -> None:
+        """Close the engine's pooled connections."""
         self.engine.dispose()
 
 
@@ -391,6 +392,7 @@ class PlacementModelReader:
             self._thread.start()
 
     def stop(self) -> None:
+        """End the poller thread (waits for a read under way, 10 s at most)."""
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
@@ -544,6 +546,7 @@ class PlacementModelReader:
                 self.model.add_usage(claim.allocations, sign=-1)
 
     def pending(self) -> list[PendingClaim]:
+        """This daemon's claims still counted on top of what reads show."""
         with self._lock:
             return list(self._pending)
 
