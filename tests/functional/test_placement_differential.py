@@ -21,8 +21,8 @@ single-precision ``allocation_ratio``) when it answers on 127.0.0.1:3306.
 
 A failure prints the seed, the case as JSON and the command that reruns it:
 ``NOVA_SCHED_DIFF_ONLY=<seed> python -m pytest -q tests/functional/test_placement_differential.py``.
-``NOVA_SCHED_DIFF_CASES`` (default 600, about 2,700 requests; MariaDB
-``NOVA_SCHED_DIFF_MYSQL_CASES``, default 200) and ``NOVA_SCHED_DIFF_SEED`` (the
+``NOVA_SCHED_DIFF_CASES`` (default 400, about 1,800 requests; MariaDB
+``NOVA_SCHED_DIFF_MYSQL_CASES``, default 150) and ``NOVA_SCHED_DIFF_SEED`` (the
 first seed, default 0) widen or move the run.
 """
 
@@ -48,10 +48,10 @@ from nova_sched.scheduler.placement_model.resource_request import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORACLE = os.path.join(HERE, "placement_oracle.py")
-CASES = int(os.environ.get("NOVA_SCHED_DIFF_CASES", "600"))
+CASES = int(os.environ.get("NOVA_SCHED_DIFF_CASES", "400"))
 FIRST_SEED = int(os.environ.get("NOVA_SCHED_DIFF_SEED", "0"))
 ONLY = os.environ.get("NOVA_SCHED_DIFF_ONLY")
-MYSQL_CASES = int(os.environ.get("NOVA_SCHED_DIFF_MYSQL_CASES", "200"))
+MYSQL_CASES = int(os.environ.get("NOVA_SCHED_DIFF_MYSQL_CASES", "150"))
 BATCH = 500
 
 CUSTOM_TRAITS = ["CUSTOM_T0", "CUSTOM_T1", "CUSTOM_T2", "CUSTOM_SSD"]

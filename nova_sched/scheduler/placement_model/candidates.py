@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Set as AbcSet
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -79,6 +80,38 @@ class AllocationCandidate:
         return isinstance(other, AllocationCandidate) and self.key() == other.key()
 
 
+class HostSet(AbcSet):
+    """``Search.hosts()``: a read-only set of root uuids over the search's
+    mask, so that a decision over 100,000 providers asks ``uuid in hosts``
+    without a set of every host's uuid being built."""
+
+    def __init__(self, mask: np.ndarray | None, index):
+        self._mask = mask
+        self._index = index
+        self._count = 0 if mask is None else int(mask.sum())
+
+    def __contains__(self, uuid) -> bool:
+        if self._mask is None:
+            return False
+        at = self._index.pos.get(uuid)
+        return at is not None and bool(self._mask[at])
+
+    def __iter__(self):
+        if self._mask is None:
+            return iter(())
+        return iter(self._index.uuid_array[self._mask].tolist())
+
+    def __len__(self) -> int:
+        return self._count
+
+    @classmethod
+    def _from_iterable(cls, iterable):
+        return set(iterable)
+
+    def __repr__(self) -> str:
+        return f"HostSet({sorted(self)!r})"
+
+
 class Search:
     """One request's answer over the whole model (Placement's
     ``RequestWideSearchContext`` and its result).
@@ -91,17 +124,16 @@ class Search:
         self.contexts = list(contexts)
         self.refused = refused
         self._host_mask: np.ndarray | None = None
-        self._hosts: set[str] | None = None
+        self._hosts: HostSet | None = None
 
-    def hosts(self) -> set[str]:
+    def hosts(self) -> HostSet:
         """Root uuids with at least one candidate that allocates from the root
         provider itself (what nova-scheduler sees as a host). A sharing
         provider is a host only when ``roots`` names it, and then only
         through candidates anchored at itself."""
         if self._hosts is None:
-            mask = self.host_mask()
-            self._hosts = set() if mask is None else set(
-                self.contexts[0].index.uuid_array[mask].tolist())
+            self._hosts = HostSet(self.host_mask(),
+                                  self.contexts[0].index if self.contexts else None)
         return self._hosts
 
     def host_mask(self) -> np.ndarray | None:

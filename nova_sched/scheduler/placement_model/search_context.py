@@ -24,6 +24,7 @@ summary's ratio is recovered from it here (``_summary_ratio``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import weakref
 from typing import Iterable, Sequence
@@ -157,16 +158,29 @@ class ProviderIndex:
 
     @staticmethod
     def _cap_merged(avail: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-        summary = np.array([_summary_ratio(float(r)) for r in ratio], dtype=np.float64) \
-            if len(ratio) < 64 else np.vectorize(_summary_ratio, otypes=[np.float64])(ratio)
-        return np.trunc(avail * summary).astype(np.int64)
+        # A cloud has a few distinct ratios: recover each summary ratio once.
+        distinct, at = np.unique(ratio, return_inverse=True)
+        summary = np.array([_summary_ratio(float(r)) for r in distinct], dtype=np.float64)
+        return np.trunc(avail * summary[at]).astype(np.int64)
 
     def _postings(self, sets: Sequence[frozenset[str]]) -> dict[str, np.ndarray]:
-        lists: dict[str, list[int]] = {}
-        for i, names in enumerate(sets):
-            for name in names:
-                lists.setdefault(name, []).append(i)
-        return {name: np.array(found, dtype=np.int32) for name, found in lists.items()}
+        """Name -> sorted positions of the providers holding it. Built with
+        C-level passes (a million trait rows at 10,000 roots)."""
+        counts = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))
+        flat = list(itertools.chain.from_iterable(sets))
+        if not flat:
+            return {}
+        names = sorted(set(flat))
+        ids = np.fromiter(map({name: i for i, name in enumerate(names)}.__getitem__, flat),
+                          dtype=np.int32, count=len(flat))
+        owners = np.repeat(np.arange(len(sets), dtype=np.int32), counts)
+        # A stable sort of small integers is numpy's radix sort.
+        order = np.argsort(ids.astype(np.int16) if len(names) < 2**15 else ids,
+                           kind="stable")
+        bounds = np.cumsum(np.bincount(ids, minlength=len(names)))
+        owners = owners[order]
+        return {name: owners[start:end] for name, start, end in zip(
+            names, np.concatenate(([0], bounds[:-1])).tolist(), bounds.tolist())}
 
     def refresh(self) -> None:
         """Catch up with the model: patch rows in place or build again."""
@@ -449,42 +463,67 @@ class RequestContext:
         return ok
 
     def tree_hosts(self) -> np.ndarray | None:
-        """For a request of the unnumbered group alone without required
-        traits, the roots of trees (and of anchors sharing providers reach)
-        whose candidates include one taking from the root: every class can
-        come from some provider passing its per-provider rules (capacity,
-        the summary's, aggregates on it or its root, forbidden traits) and
-        the root passes them for at least one class. None for any other
-        request (the per-tree search answers it)."""
+        """The hosts among roots of trees (and anchors sharing providers
+        reach), by masks, when the groups cannot interfere with each
+        other: no required traits in the unnumbered group (judged on the
+        union of contributors), no resource class in two groups (whose
+        amounts would add up on one provider), no ``same_subtree``, no
+        ``isolate`` across granular groups. Then each group is served
+        independently: every class of the unnumbered group by some provider
+        passing its per-provider rules (capacity, the summary's, aggregates
+        on it or its root, forbidden traits), every granular group by one
+        provider of the tree or a sharing provider reaching it; a root is a
+        host when, besides, some group can take from the root itself. None
+        for any other request (the per-tree search answers it)."""
         unnumbered = self.rules.get("")
-        if unnumbered is None or self.granular or unnumbered.group.required_traits:
+        if unnumbered is not None and unnumbered.group.required_traits:
+            return None
+        if self.request.same_subtree or (
+                self.request.group_policy == "isolate" and len(self.granular) > 1):
+            return None
+        classes = [rc for g in self.groups.values() for rc in g.resources]
+        if len(classes) != len(set(classes)):
             return None
         ix = self.index
         ok = self.anchor_ok & self.asked & self.complex_roots
         if self.empty:
             return np.zeros(ix.n, dtype=bool)
-        group = unnumbered.group
-        rule = np.ones(ix.n, dtype=bool)
-        if unnumbered.member is not None:
-            rule &= unnumbered.member | unnumbered.member[ix.root]
-        if unnumbered.barred is not None:
-            rule &= ~unnumbered.barred & ~unnumbered.barred[ix.root]
-        for trait in group.forbidden_traits:
-            rule &= ~ix.with_trait(trait)
         from_root = np.zeros(ix.n, dtype=bool)
-        for rc, mask in unnumbered.fits.items():
-            serving = mask & rule & self._summary_fits(rc, group.resources[rc])
+        if unnumbered is not None:
+            group = unnumbered.group
+            rule = np.ones(ix.n, dtype=bool)
+            if unnumbered.member is not None:
+                rule &= unnumbered.member | unnumbered.member[ix.root]
+            if unnumbered.barred is not None:
+                rule &= ~unnumbered.barred & ~unnumbered.barred[ix.root]
+                ok &= ~unnumbered.barred
+            for trait in group.forbidden_traits:
+                rule &= ~ix.with_trait(trait)
+            for rc, mask in unnumbered.fits.items():
+                summary = self._summary_fits(rc, group.resources[rc])
+                serving = mask & rule & summary
+                reach = ix.trees_with(serving)
+                shared = unnumbered.sharing_fits.get(rc)
+                if shared is not None:
+                    self._reach_through(reach, shared & rule & summary)
+                ok &= reach
+                from_root |= serving
+        for suffix in self.granular:
+            rules = self.rules[suffix]
+            serving = rules.single.copy()
+            for rc, n in rules.group.resources.items():
+                serving &= self._summary_fits(rc, n)
             reach = ix.trees_with(serving)
-            shared = unnumbered.sharing_fits.get(rc)
-            if shared is not None:
-                for s in np.flatnonzero(shared & rule & self._summary_fits(
-                        rc, group.resources[rc])).tolist():
-                    reach[list(ix.anchors[s])] = True
+            self._reach_through(reach, serving & ix.sharing)
             ok &= reach
             from_root |= serving
-        if unnumbered.barred is not None:
-            ok &= ~unnumbered.barred
         return ok & from_root
+
+    def _reach_through(self, reach: np.ndarray, sharing: np.ndarray) -> None:
+        """Mark in ``reach`` the anchors of the sharing providers of ``sharing``."""
+        ix = self.index
+        for s in np.flatnonzero(sharing).tolist():
+            reach[list(ix.anchors[s])] = True
 
     def _summary_fits(self, rc: str, amount: int) -> np.ndarray:
         ix = self.index

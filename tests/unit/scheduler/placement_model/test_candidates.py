@@ -314,7 +314,7 @@ def test_tree_shortcut_agrees_with_building_candidates():
                 VCPU=Inventory(4, step_size=rnd.choice([1, 2]))))
     model = model_of(*providers)
     sharing = {"nfs0", "nfs1"}
-    for _ in range(60):
+    for _ in range(150):
         request = ask(dict(rnd.sample([("VCPU", rnd.randint(1, 4)), ("MEMORY_MB", 100),
                                        ("DISK_GB", rnd.randint(1, 60))], rnd.randint(1, 3))))
         if rnd.random() < 0.3:
@@ -325,6 +325,14 @@ def test_tree_shortcut_agrees_with_building_candidates():
             request.unnumbered.forbidden_aggs = {rnd.choice(["agg0", "x"])}
         if rnd.random() < 0.3:
             request.root_required = {"OWNER_NOVA"}
+        if rnd.random() < 0.5:
+            # A granular group: alone in its class (the shortcut), or sharing
+            # one with the unnumbered group or another group (the search).
+            request.group("1").resources = {rnd.choice(["VCPU", "DISK_GB"]): 1}
+            request.group("1").forbidden_traits = set(rnd.sample(["CUSTOM_SSD"], rnd.randint(0, 1)))
+            if rnd.random() < 0.3:
+                request.group("2").resources = {"VCPU": 1}
+                request.group_policy = rnd.choice(["none", "isolate"])
         search = candidates.search(model, [request])
         built = {c.root for c in search.all_candidates() if c.root in c.allocations}
         assert search.hosts() == built - sharing, request
@@ -349,3 +357,15 @@ def test_merged_check_follows_claims():
     assert candidates.search(model, [request]).hosts() == {"cn"}
     model.add_usage({"gpu": {"VGPU": 1}})
     assert candidates.search(model, [request]).hosts() == set()
+
+
+def test_changed_since_names_what_moved_after_many_claims():
+    model = model_of(compute("a"), compute("b"))
+    for _ in range(3000):  # past the change log's compaction
+        model.add_usage({"a": {"VCPU": 1}})
+    at = model.version
+    assert model.changed_since(at) == set()
+    model.add_usage({"b": {"VCPU": 1}})
+    assert model.changed_since(at) == {"b"}
+    assert model.changed_since(at - 1) == {"a", "b"}
+    assert model.changed_since(-1) == {"a", "b"}
