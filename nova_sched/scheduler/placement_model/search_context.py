@@ -227,7 +227,21 @@ class ProviderIndex:
 
     # -- masks -------------------------------------------------------------
     def having(self, names: Iterable[str], postings: dict[str, np.ndarray]) -> np.ndarray:
-        """Providers in at least one of ``names`` (traits or aggregates)."""
+        """Providers in at least one of ``names`` (traits or aggregates).
+        Read-only: one name's mask is kept while the index stands."""
+        names = tuple(names)
+        if len(names) == 1:
+            key = (id(postings), names[0])
+            mask = self._masks.get(key)
+            if mask is None:
+                mask = np.zeros(self.n, dtype=bool)
+                found = postings.get(names[0])
+                if found is not None:
+                    mask[found] = True
+                mask.flags.writeable = False
+                if len(self._masks) < 4096:
+                    self._masks[key] = mask
+            return mask
         mask = np.zeros(self.n, dtype=bool)
         for name in names:
             found = postings.get(name)
@@ -336,13 +350,11 @@ class RequestContext:
             # A sharing provider is nobody's host (nova's hosts are compute
             # nodes), unless the caller names it.
             self.asked = ix.is_root & ~ix.sharing
-        for trait in request.root_required:
-            anchors &= ix.with_trait(trait)
-        for trait in request.root_forbidden:
-            anchors &= ~ix.with_trait(trait)
+        root_traits_ok = self._root_traits_ok()
+        anchors &= root_traits_ok
         self.anchor_ok = anchors
         if (request.root_required or request.root_forbidden) and not (
-                ix.is_root & self._root_traits_ok()).any():
+                ix.is_root & root_traits_ok).any():
             self.empty = True
         self.rules: dict[str, GroupRules] = {}
         for suffix, group in self.groups.items():
