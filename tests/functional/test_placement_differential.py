@@ -73,9 +73,9 @@ class _CaseMaker:
         self.rnd = random.Random(seed)
         self.providers: list[dict] = []
         self.aggs = [_uuid(seed, f"agg{i}") for i in range(4)]
-        # Usages: none, up to half of capacity, or anything from none to
-        # exactly full and over capacity.
-        self.fill = self.rnd.choice(["empty", "partial", "mixed", "mixed"])
+        # Usages: none, up to half of capacity, anything from none to
+        # exactly full and over capacity, or a few units short of full.
+        self.fill = self.rnd.choice(["empty", "partial", "mixed", "mixed", "edge", "edge"])
 
     def provider(self, name: str, parent: dict | None = None) -> dict:
         p = {"uuid": _uuid(self.seed, name), "parent": parent["uuid"] if parent else None,
@@ -103,6 +103,10 @@ class _CaseMaker:
             "partial": half,
             "mixed": rnd.choice([0, half, rnd.randint(0, max(capacity, 0)), capacity,
                                  capacity + 1]),
+            # Room for exactly a small request: where a single-precision
+            # ratio (MySQL) lets one unit fewer in than a double one.
+            "edge": half if rc == "MEMORY_MB" or rnd.random() < 0.3
+                    else max(0, capacity - rnd.choice([1, 1, 1, 2])),
         }[self.fill]
 
     def decorate(self, p: dict, root: bool) -> None:
@@ -119,7 +123,7 @@ class _CaseMaker:
     def flat(self, n: int) -> None:
         for i in range(n):
             p = self.provider(f"flat{i}")
-            self.inventory(p, "VCPU", self.rnd.choice([4, 8, 16]))
+            self.inventory(p, "VCPU", self.rnd.choice([4, 8, 10, 16, 20]))
             self.inventory(p, "MEMORY_MB", self.rnd.choice([1024, 4096]))
             if self.rnd.random() < 0.6:
                 self.inventory(p, "DISK_GB", self.rnd.choice([40, 100]))
