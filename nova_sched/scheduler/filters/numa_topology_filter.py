@@ -27,11 +27,19 @@ assignment; nova tries permutations, this finds a matching). A request
 without a NUMA topology passes every host; a host without a usable topology
 fails a request with one.
 
+Dedicated CPUs (``hw:cpu_policy`` / ``hw_cpu_policy`` = dedicated) imply a
+one-cell topology when none is asked, as nova's ``numa_get_constraints``
+does, and a pinned guest's cells fit on a host cell's dedicated CPUs
+(``pcpus``, its ``pcpuset``; the shared ones of a host that reports none,
+as before nova split them) less those pinned already, without overcommit.
+So a host without a NUMA topology never takes a pinned guest, which is how
+nova rejects the VCPU hosts its PCPU fallback query brings back.
+
 Left out, compared with nova:
 
-* CPU pinning (``hw:cpu_policy`` dedicated/mixed, ``hw:cpu_dedicated_mask``),
-  thread policies (``hw:cpu_thread_policy``), emulator threads and realtime
-  masks; a request with only these has no NUMA topology here and passes;
+* the ``mixed`` policy and ``hw:cpu_dedicated_mask``, thread policies
+  (``hw:cpu_thread_policy``), emulator threads and realtime masks, which
+  are judged as an unpinned guest's;
 * huge pages and page sizes (``hw:mem_page_size``), host cells' ``mempages``,
   and virtual persistent memory;
 * PCI-NUMA affinity (``numa_policy`` of PCI aliases, ``hw:pci_numa_affinity_policy``)
@@ -57,6 +65,7 @@ import numpy as np
 from nova_sched import capacity, exception
 from nova_sched.capacity import RAM, VCPU
 from nova_sched.scheduler import filters
+from nova_sched.scheduler.placement_model import guest_constraints
 from nova_sched.scheduler.wire import image_meta
 from nova_sched.scheduler.wire.cpu_spec import parse_cpu_spec
 from nova_sched.scheduler.wire.nova_image_model import NUMA_NODES_MAX
@@ -79,6 +88,17 @@ class HostCell:
     memory_mb: int
     cpu_usage: float
     memory_usage: float
+    # Dedicated CPUs of the cell and how many are pinned.
+    pcpus: int = 0
+    pinned: float = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Guest:
+    """The guest's cells, and whether its CPUs are pinned (dedicated)."""
+
+    cells: list[GuestCell]
+    pinned: bool = False
 
 
 def _cell_values(extra_specs: dict, image: image_meta.ImageProperties,
@@ -128,12 +148,16 @@ def _node_count(extra_specs: dict, image: image_meta.ImageProperties) -> int | N
 
 
 def guest_cells(vcpus: int, memory_mb: int, extra_specs: dict,
-                image: image_meta.ImageProperties) -> list[GuestCell] | None:
-    """The guest's NUMA cells; None when the request has no NUMA topology.
+                image: image_meta.ImageProperties,
+                implied: bool = False) -> list[GuestCell] | None:
+    """The guest's NUMA cells; None when the request has no NUMA topology
+    (``implied``: one cell then, as nova gives a pinned guest).
 
     ValueError saying what is wrong with an inconsistent request.
     """
     nodes = _node_count(extra_specs, image)
+    if nodes is None and implied:
+        nodes = 1
     if nodes is None:
         return None
     cpu_list = _cell_values(extra_specs, image, "cpus")
@@ -198,24 +222,34 @@ def host_cells(topology: Any) -> list[HostCell] | None:
             cpus = cell["cpus"]
             if not isinstance(cpus, list):
                 raise ValueError
+            pcpus = cell.get("pcpus")
             parsed.append(HostCell(
                 id=cell.get("id"),
                 cpus=len(cpus),
                 memory_mb=_number(cell.get("memory_mb")),
                 cpu_usage=_number(cell.get("cpu_usage")),
                 memory_usage=_number(cell.get("memory_usage")),
+                pcpus=len(pcpus) if isinstance(pcpus, list) else 0,
+                pinned=_number(cell.get("pinned")),
             ))
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     return parsed
 
 
-def _figures(host_state) -> tuple | None:
-    """The host's cells as a hashable tuple of what fit() reads; None when
-    the host has no usable topology."""
+def _figures(host_state, pinned: bool = False) -> tuple | None:
+    """The host's cells as a hashable tuple of what fit() reads (for a
+    pinned guest, the dedicated CPUs as the cell's CPUs and those pinned as
+    its usage); None when the host has no usable topology."""
     cells = host_cells(host_state.numa_topology)
-    return None if cells is None else tuple(
-        (c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
+    if cells is None:
+        return None
+    if pinned:
+        if not any(c.pcpus for c in cells):
+            # Reported before nova split shared and dedicated CPUs.
+            return tuple((c.cpus, c.memory_mb, c.pinned, c.memory_usage) for c in cells)
+        return tuple((c.pcpus, c.memory_mb, c.pinned, c.memory_usage) for c in cells)
+    return tuple((c.cpus, c.memory_mb, c.cpu_usage, c.memory_usage) for c in cells)
 
 
 # Host cells judged column-wise; a host with more (or with figures a
@@ -225,13 +259,19 @@ _EXACT = 2 ** 53
 # Kind: [number of cells (-1: none, -2: judged on its own), then per cell
 # cpus, memory_mb, cpu_usage, memory_usage].
 _CELLS = "numa_topology.cells"
+_PINNED_CELLS = "numa_topology.pinned_cells"
 _NO_TOPOLOGY, _ON_ITS_OWN = -1.0, -2.0
 
 
-def _cells_row(host_state) -> list[float]:
+def _pinned_cells_row(host_state) -> list[float]:
+    """``_cells_row`` for a pinned guest."""
+    return _cells_row(host_state, pinned=True)
+
+
+def _cells_row(host_state, pinned: bool = False) -> list[float]:
     """The node's cells as one row of numbers (see ``_CELLS``)."""
     row = [0.0] * (1 + 4 * _CELLS_MAX)
-    figures = _figures(host_state)
+    figures = _figures(host_state, pinned)
     if figures is None:
         row[0] = _NO_TOPOLOGY
     elif len(figures) > _CELLS_MAX or any(
@@ -288,35 +328,49 @@ def fit(guests: list[GuestCell], cells: list[HostCell], cpu_ratio: float,
 class NUMATopologyFilter(filters.BaseHostFilter):
     """Only hosts whose NUMA cells can hold the requested guest cells."""
 
-    def prepare(self, cycle) -> list[GuestCell] | None:
+    def prepare(self, cycle) -> Guest | None:
         """The guest's cells; None when the request has no NUMA topology."""
         spec = cycle.spec
         try:
-            return guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs,
-                               spec.image_props)
+            pinned = guest_constraints.cpu_policy(
+                guest_constraints.FlavorImage.of(spec)) == "dedicated"
+        except exception.NoValidHost:
+            pinned = False  # a conflict nova refuses: the Placement step says so
+        try:
+            cells = guest_cells(spec.vcpus, spec.memory_mb, spec.extra_specs,
+                                spec.image_props, implied=pinned)
+            return None if cells is None else Guest(cells, pinned)
         except ValueError as err:
             raise exception.InvalidRequestSpec(
                 f"NUMA topology request: {err}",
                 instance_uuids=list(spec.instance_uuids)) from None
 
     def filter_all(self, cycle, rows):
-        guests = cycle.prepared(self)
-        if guests is None:
+        guest: Guest | None = cycle.prepared(self)
+        if guest is None:
             return filters.everyone(rows)
+        guests = guest.cells
         table, resources = cycle.table, cycle.resources
-        cells = table.kinds.numbers(_CELLS, _cells_row, np.float64, 1 + 4 * _CELLS_MAX)
+        if guest.pinned:
+            cells = table.kinds.numbers(_PINNED_CELLS, _pinned_cells_row, np.float64,
+                                        1 + 4 * _CELLS_MAX)
+        else:
+            cells = table.kinds.numbers(_CELLS, _cells_row, np.float64, 1 + 4 * _CELLS_MAX)
         if 4 * len(rows) >= table.size > 64:
             # Most of the table: every row, then the rows picked.
-            passes = _fit_all(guests, cells, resources.ratios(VCPU),
-                              resources.ratios(RAM)).take(rows)
+            cpu_ratio = 1.0 if guest.pinned else resources.ratios(VCPU)
+            passes = _fit_all(guests, cells, cpu_ratio, resources.ratios(RAM)).take(rows)
         else:
-            passes = _fit_all(guests, cells.take(rows, axis=1),
-                              resources.ratio(VCPU, rows), resources.ratio(RAM, rows))
+            # A pinned CPU is never shared: no ratio.
+            cpu_ratio = 1.0 if guest.pinned else resources.ratio(VCPU, rows)
+            passes = _fit_all(guests, cells.take(rows, axis=1), cpu_ratio,
+                              resources.ratio(RAM, rows))
         alone = np.flatnonzero(table.pick(cells[0], rows) == _ON_ITS_OWN)
         for i in alone.tolist():
             row = int(rows[i])
             ratios = resources.ratios_at(row)
-            passes[i] = self._judge(table.states[row], guests, ratios[VCPU.name],
+            passes[i] = self._judge(table.states[row], guest,
+                                    1.0 if guest.pinned else ratios[VCPU.name],
                                     ratios[RAM.name])
         if LOG.isEnabledFor(logging.DEBUG) and not passes.all():
             LOG.debug("%d hosts cannot hold the instance's %d NUMA cells (or have "
@@ -324,13 +378,13 @@ class NUMATopologyFilter(filters.BaseHostFilter):
         return passes
 
     @staticmethod
-    def _judge(state, guests, cpu_ratio: float, ram_ratio: float) -> bool:
+    def _judge(state, guest: Guest, cpu_ratio: float, ram_ratio: float) -> bool:
         """One host, with fit() (hosts with many cells or huge figures)."""
-        figures = _figures(state)
+        figures = _figures(state, guest.pinned)
         if figures is None:
             return False
         cells = [HostCell(i, *f) for i, f in enumerate(figures)]
-        return fit(guests, cells, cpu_ratio, ram_ratio) is not None
+        return fit(guest.cells, cells, cpu_ratio, ram_ratio) is not None
 
 
 def _fit_all(guests: list[GuestCell], cells: np.ndarray, cpu_ratio: np.ndarray,

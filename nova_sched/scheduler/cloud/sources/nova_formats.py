@@ -73,6 +73,9 @@ def numa_topology(text: str | None) -> str | None:
             # nova 34's unpinned guests use the shared CPUs (cpuset); a host
             # with dedicated CPUs only has none of those.
             "cpus": _int_set(cell.get("cpuset")),
+            # Dedicated CPUs (a pinned guest's) and those pinned already.
+            "pcpus": _int_set(cell.get("pcpuset")),
+            "pinned": len(_int_set(cell.get("pinned_cpus"))),
             "memory_mb": cell.get("memory") or 0,
             "cpu_usage": cell.get("cpu_usage") or 0,
             "memory_usage": cell.get("memory_usage") or 0,

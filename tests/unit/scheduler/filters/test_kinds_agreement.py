@@ -128,12 +128,13 @@ def _cidr(flt, cycle, state):
 
 
 def _numa(flt, cycle, state):
-    guests = cycle.prepared(flt)
-    if guests is None:
+    guest = cycle.prepared(flt)
+    if guest is None:
         return True
     cells = numa_topology_filter.host_cells(state.numa_topology)
     return cells is not None and numa_topology_filter.fit(
-        guests, cells, state.cpu_allocation_ratio, state.ram_allocation_ratio) is not None
+        guest.cells, cells, state.cpu_allocation_ratio,
+        state.ram_allocation_ratio) is not None
 
 
 def _zone(flt, cycle, state):

@@ -50,12 +50,43 @@ def _table():
     ])
 
 
-@pytest.mark.parametrize("extra", [None, {}, {"hw:cpu_policy": "dedicated"},
+@pytest.mark.parametrize("extra", [None, {}, {"hw:cpu_policy": "shared"},
                                    {"hw:numa_cpus.0": "0-3", "hw:numa_mem.0": "4096"}])
 def test_no_numa_request_passes_every_host(extra):
-    # hw:numa_cpus.X without hw:numa_nodes asks for nothing (nova); CPU
-    # pinning alone is out of scope here.
+    # hw:numa_cpus.X without hw:numa_nodes asks for nothing (nova).
     assert len(_hosts(_table(), extra_specs=extra)) == 5
+
+
+def test_dedicated_cpus_imply_one_cell_so_a_host_without_topology_fails():
+    # nova's numa_get_constraints: a pinned guest has one cell when it asks
+    # for none (how nova rejects the VCPU hosts of its PCPU fallback query).
+    # Cells reporting no dedicated CPUs (before nova split them) pin the
+    # shared ones.
+    assert _hosts(_table(), extra_specs={"hw:cpu_policy": "dedicated"}) == [
+        "one-big", "two-big"]
+    assert _hosts(_table(), image_props={"hw_cpu_policy": "dedicated"}) == [
+        "one-big", "two-big"]
+
+
+def test_a_pinned_guest_fits_on_free_dedicated_cpus_without_overcommit():
+    CONF.set_override("cpu_allocation_ratio", 16.0, "filter_scheduler")
+    pinned = dict(_cell(0, 4, 8192), pcpus=[4, 5, 6, 7])
+    busy = dict(_cell(0, 8, 8192), pcpus=[8, 9, 10, 11], pinned=2)
+    shared_only = dict(_cell(0, 8, 8192), pcpus=[])
+    table = fakes.make_table([
+        dict(host="pinned", numa_topology=_topology(pinned)),
+        dict(host="busy", numa_topology=_topology(busy)),
+        dict(host="mixed-cells", numa_topology=_topology(shared_only, pinned)),
+    ])
+    dedicated = {"hw:cpu_policy": "dedicated"}
+    assert _hosts(table, vcpus=4, extra_specs=dedicated) == ["pinned", "mixed-cells"]
+    # Two of busy's four are pinned: two more fit, a third does not, ratio or not.
+    assert _hosts(table, vcpus=2, extra_specs=dedicated) == ["pinned", "busy",
+                                                              "mixed-cells"]
+    assert _hosts(table, vcpus=3, extra_specs=dedicated) == ["pinned", "mixed-cells"]
+    # An unpinned guest still uses the shared CPUs (no more than a cell has).
+    assert _hosts(table, vcpus=8, extra_specs={"hw:numa_nodes": "1"}) == [
+        "busy", "mixed-cells"]
 
 
 def test_one_node_needs_one_cell_that_holds_the_whole_guest():

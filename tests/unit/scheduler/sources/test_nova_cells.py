@@ -232,6 +232,7 @@ def test_nova_formats_are_read(cloud):
     cloud.host_manager.full_resync()
     state = cloud.host_manager.table.states[_rows(cloud)["c1"]]
     assert state.numa_topology == {"cells": [{"id": 0, "cpus": [0, 1, 2, 3],
+                                              "pcpus": [], "pinned": 0,
                                               "memory_mb": 4096, "cpu_usage": 1,
                                               "memory_usage": 512}]}
     assert state.pci_stats == [{"vendor_id": "8086", "product_id": "1520",
