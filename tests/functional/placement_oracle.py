@@ -2,6 +2,7 @@
 differential test (runs in the nova venv, where placement is installed).
 
     placement_oracle.py <database url>  < cases.json  > answers.json
+    placement_oracle.py <database url> --interactive   (a case a line, see main)
 
 Input: ``{"traits": [custom trait names], "classes": [custom class names],
 "cases": [{"providers": [...], "queries": ["resources=...", ...]}]}``; each
@@ -152,7 +153,10 @@ def _write_case(engine, providers: list[dict]) -> None:
 
 def main() -> int:
     url = sys.argv[1]
-    data = json.load(sys.stdin)
+    # Batch: the whole input is one JSON document. Interactive: its first
+    # line is the setup ({"interactive": true, "traits", "classes"}).
+    data = json.loads(sys.stdin.readline()) if "--interactive" in sys.argv[2:] \
+        else json.load(sys.stdin)
     placement_util.jsonschema = _CheckedSchemas()
     if data.get("fix_shared_amounts", True):
         research_context.RequestWideSearchContext.copy_arr_if_needed = \
@@ -165,20 +169,30 @@ def main() -> int:
         status, body = _call(app, "PUT", f"/resource_classes/{rc}", "placement 1.7")
         assert status in (201, 204), (rc, status, body)
     engine = db_api.get_placement_engine()
-    answers = []
-    for case in data["cases"]:
-        _write_case(engine, case["providers"])
-        found = []
-        for query in case["queries"]:
-            status, body = _call(app, "GET", "/allocation_candidates?" + query)
-            found.append({"status": status, "body": json.loads(body) if status == 200
-                          else body.decode(errors="replace")[:500]})
-        answers.append(found)
+    if data.get("interactive"):
+        # One case a line, answered with one line; the case's rows stay in
+        # the database until the next line, for the caller to read them.
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            print(json.dumps({"answers": _answer(app, engine, json.loads(line))}),
+                  flush=True)
+        return 0
+    answers = [_answer(app, engine, case) for case in data["cases"]]
     with engine.connect() as conn:
         traits = [r[0] for r in conn.execute(sa.text("SELECT name FROM traits"))]
         classes = [r[0] for r in conn.execute(sa.text("SELECT name FROM resource_classes"))]
     json.dump({"traits": traits, "classes": classes, "answers": answers}, sys.stdout)
     return 0
+
+
+def _answer(app, engine, case: dict) -> list[dict]:
+    _write_case(engine, case["providers"])
+    found = []
+    for query in case["queries"]:
+        status, body = _call(app, "GET", "/allocation_candidates?" + query)
+        found.append({"status": status, "body": json.loads(body) if status == 200
+                      else body.decode(errors="replace")[:500]})
+    return found
 
 
 if __name__ == "__main__":

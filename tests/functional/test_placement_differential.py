@@ -14,15 +14,19 @@ groups, group_policy isolate and none, unknown traits and classes, limit).
 Each case's tables are written into a real Placement 16 database and asked
 of Placement's own WSGI application at microversion 1.36
 (``placement_oracle.py``, in the nova venv; one process per batch);
-nova-sched answers from a ``ProviderModel`` of the same rows. The whole set
+nova-sched answers from a ``ProviderModel`` of the same rows, built from
+the case (the rules alone) and, for some cases, read back from that
+database by nova-sched's own source (``cloud/sources/placement_db``: the
+reader and the rules together). The whole set
 of candidates (allocations with mappings), the hosts nova would see, and
 each host's candidates must agree; on SQLite always, on MariaDB (MySQL's
 single-precision ``allocation_ratio``) when it answers on 127.0.0.1:3306.
 
 A failure prints the seed, the case as JSON and the command that reruns it:
 ``NOVA_SCHED_DIFF_ONLY=<seed> python -m pytest -q tests/functional/test_placement_differential.py``.
-``NOVA_SCHED_DIFF_CASES`` (default 400, about 1,800 requests; MariaDB
-``NOVA_SCHED_DIFF_MYSQL_CASES``, default 150) and ``NOVA_SCHED_DIFF_SEED`` (the
+``NOVA_SCHED_DIFF_CASES`` (default 350, about 1,600 requests; MariaDB
+``NOVA_SCHED_DIFF_MYSQL_CASES``, default 120; read back through
+the source: ``NOVA_SCHED_DIFF_DB_CASES``, default 60 each) and ``NOVA_SCHED_DIFF_SEED`` (the
 first seed, default 0) widen or move the run.
 """
 
@@ -48,10 +52,12 @@ from nova_sched.scheduler.placement_model.resource_request import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORACLE = os.path.join(HERE, "placement_oracle.py")
-CASES = int(os.environ.get("NOVA_SCHED_DIFF_CASES", "400"))
+CASES = int(os.environ.get("NOVA_SCHED_DIFF_CASES", "350"))
 FIRST_SEED = int(os.environ.get("NOVA_SCHED_DIFF_SEED", "0"))
 ONLY = os.environ.get("NOVA_SCHED_DIFF_ONLY")
-MYSQL_CASES = int(os.environ.get("NOVA_SCHED_DIFF_MYSQL_CASES", "150"))
+MYSQL_CASES = int(os.environ.get("NOVA_SCHED_DIFF_MYSQL_CASES", "120"))
+# Cases read back through nova-sched's own Placement database source.
+DB_CASES = int(os.environ.get("NOVA_SCHED_DIFF_DB_CASES", "60"))
 BATCH = 500
 
 CUSTOM_TRAITS = ["CUSTOM_T0", "CUSTOM_T1", "CUSTOM_T2", "CUSTOM_SSD"]
@@ -345,10 +351,9 @@ def placement_answers(nova_python, url: str, cases: list[dict]) -> dict:
     return json.loads(done.stdout)
 
 
-def compare(case: dict, answers: list[dict], traits: list[str], classes: list[str],
-            single_precision: bool) -> list[str]:
-    """What differs between Placement's answers and nova-sched's, per request."""
-    model = model_of(case, traits, classes, single_precision)
+def compare(case: dict, answers: list[dict], model: ProviderModel) -> list[str]:
+    """What differs between Placement's answers and nova-sched's over
+    ``model``, per request."""
     sharing = {p["uuid"] for p in case["providers"] if SHARES in p["traits"]}
     roots = {p["uuid"] for p in case["providers"] if not p["parent"]} - sharing
     problems = []
@@ -429,11 +434,50 @@ def _run(nova_python, url: str, seeds: list[int], single_precision: bool) -> Non
         cases = [case_of(seed) for seed in seeds[start:start + BATCH]]
         out = placement_answers(nova_python, url, cases)
         for case, answers in zip(cases, out["answers"]):
-            problems = compare(case, answers, out["traits"], out["classes"], single_precision)
+            model = model_of(case, out["traits"], out["classes"], single_precision)
+            problems = compare(case, answers, model)
             if problems:
                 failures.append((case, problems))
+    _report(failures, len(seeds))
+
+
+def _run_through_database(nova_python, url: str, seeds: list[int]) -> None:
+    """Each case's rows read back by nova-sched's own source
+    (``cloud/sources/placement_db``) from the database Placement answered
+    from: the reader and the rules together."""
+    from nova_sched.scheduler.cloud.sources.placement_db import PlacementDatabase
+
+    oracle = subprocess.Popen([str(nova_python), ORACLE, url, "--interactive"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    failures = []
+    try:
+        oracle.stdin.write(json.dumps({"interactive": True, "traits": CUSTOM_TRAITS,
+                                       "classes": CUSTOM_CLASSES}) + "\n")
+        oracle.stdin.flush()
+        assert json.loads(oracle.stdout.readline()).get("ready"), "the oracle did not start"
+        database = PlacementDatabase(url)
+        for seed in seeds:
+            case = case_of(seed)
+            oracle.stdin.write(json.dumps({"providers": case["providers"], "queries": [
+                query_of(request_of(r)) for r in case["requests"]]}) + "\n")
+            oracle.stdin.flush()
+            answers = json.loads(oracle.stdout.readline())["answers"]
+            providers, traits, classes = database.read_all()
+            model = ProviderModel()
+            model.apply(providers, traits=traits, classes=classes)
+            problems = compare(case, answers, model)
+            if problems:
+                failures.append((case, problems))
+        database.dispose()
+    finally:
+        oracle.stdin.close()
+        oracle.wait(timeout=60)
+    _report(failures, len(seeds))
+
+
+def _report(failures: list, count: int) -> None:
     if failures:
-        lines = [f"{len(failures)} of {len(seeds)} cases differ from Placement 16:"]
+        lines = [f"{len(failures)} of {count} cases differ from Placement 16:"]
         for n, (case, problems) in enumerate(failures[:5]):
             lines.append(f"--- seed {case['seed']}: rerun with NOVA_SCHED_DIFF_ONLY="
                          f"{case['seed']} python -m pytest -q "
@@ -454,6 +498,11 @@ def test_candidates_equal_placement_on_sqlite(nova_python, tmp_path):
     _run(nova_python, f"sqlite:///{tmp_path / 'placement.db'}", _seeds(CASES), False)
 
 
+def test_candidates_from_placement_db_equal_placement_on_sqlite(nova_python, tmp_path):
+    seeds = _seeds(DB_CASES) if ONLY else [s + 2 * 10**6 for s in _seeds(DB_CASES)]
+    _run_through_database(nova_python, f"sqlite:///{tmp_path / 'placement.db'}", seeds)
+
+
 def test_candidates_equal_placement_on_mariadb(nova_python):
     if not novacloud.mysql_reachable():
         pytest.skip("no MariaDB on 127.0.0.1:3306")
@@ -470,6 +519,8 @@ def test_candidates_equal_placement_on_mariadb(nova_python):
         # Other seeds than SQLite's, so that the two runs widen the cover.
         seeds = _seeds(MYSQL_CASES) if ONLY else [s + 10**6 for s in _seeds(MYSQL_CASES)]
         _run(nova_python, url, seeds, True)
+        # The same cases again, read back by nova-sched's own source.
+        _run_through_database(nova_python, url, seeds[:DB_CASES])
     finally:
         with conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS {name}")
