@@ -155,6 +155,7 @@ class ProviderIndex:
                 found.update(self.root[self.aggs[agg]].tolist())
             self.anchors[s] = frozenset(found)
         self._masks: dict[tuple, np.ndarray] = {}
+        self._last_roots: tuple[list[str], np.ndarray] | None = None
 
     @staticmethod
     def _cap_merged(avail: np.ndarray, ratio: np.ndarray) -> np.ndarray:
@@ -249,6 +250,23 @@ class ProviderIndex:
                 mask[found] = True
         return mask
 
+    def roots_mask(self, roots: Sequence[str]) -> np.ndarray:
+        """Positions of ``roots`` (unknown uuids ignored), read-only. The
+        last list asked is kept: a scheduler asks with the same live nodes
+        request after request, and comparing two lists is quicker than
+        looking 10,000 uuids up."""
+        roots = list(roots)
+        last = self._last_roots
+        if last is not None and last[0] == roots:
+            return last[1]
+        at = np.fromiter(map(self.pos.get, roots, itertools.repeat(-1)),
+                         dtype=np.int64, count=len(roots))
+        mask = np.zeros(self.n, dtype=bool)
+        mask[at[at >= 0]] = True
+        mask.flags.writeable = False
+        self._last_roots = (roots, mask)
+        return mask
+
     def with_trait(self, trait: str) -> np.ndarray:
         return self.having((trait,), self.traits)
 
@@ -341,9 +359,7 @@ class RequestContext:
         ix = index
         anchors = ix.is_root.copy()
         if roots is not None:
-            asked = np.zeros(ix.n, dtype=bool)
-            found = [ix.pos[u] for u in roots if u in ix.pos]
-            asked[found] = True
+            asked = ix.roots_mask(roots)
             anchors &= asked
             self.asked = asked & ix.is_root
         else:

@@ -216,6 +216,8 @@ def test_roots_asked_and_pcpu_fallback_merged():
     assert candidates.search(model, [pcpu, vcpu]).hosts() == {"vm1", "vm2", "pinned"}
     assert candidates.search(model, [pcpu, vcpu], roots=["vm1", "pinned"]).hosts() == {
         "vm1", "pinned"}
+    # The live nodes change between requests (the index keeps the last list).
+    assert candidates.search(model, [pcpu, vcpu], roots=["vm2", "gone"]).hosts() == {"vm2"}
 
 
 # -- refusals and reasons -------------------------------------------------------------
