@@ -83,10 +83,11 @@ class ResourceColumn:
 class ProviderIndex:
     """The model as arrays, positions ``0..n-1`` in ``uuids``' order.
 
-    Built whole from a model (``build``) and patched in place when only
-    usages or inventories' figures of known providers moved
-    (``refresh``); anything else (a provider added, removed, moved, its
-    traits, aggregates or set of resource classes changed) builds again.
+    Built whole from a model and patched in place when only usages or
+    inventories' figures of known providers moved (``refresh``); anything
+    else (a provider added, removed, moved, its traits, aggregates or set
+    of resource classes changed) makes a new index (``index_of``), so that
+    a search holding this one keeps consistent shapes.
     """
 
     def __init__(self, model: ProviderModel):
@@ -183,20 +184,21 @@ class ProviderIndex:
         return {name: owners[start:end] for name, start, end in zip(
             names, np.concatenate(([0], bounds[:-1])).tolist(), bounds.tolist())}
 
-    def refresh(self) -> None:
-        """Catch up with the model: patch rows in place or build again."""
+    def refresh(self) -> bool:
+        """Catch up with the model by patching rows in place; False when
+        only a new index can (the caller builds one, so that a search
+        still reading this one never sees its arrays change size)."""
         model = self.model
         with model.lock:
             if model.version == self.version:
-                return
+                return True
             changed = model.changed_since(self.version)
             providers = [model.providers.get(u) for u in changed]
             version = model.version
         if len(changed) > max(64, self.n // 8) or not all(
                 self._patchable(p) for p in providers if p is not None) or \
                 any(p is None for p in providers):
-            self.build()
-            return
+            return False
         for p in providers:
             i = self.pos[p.uuid]
             for rc, inv in p.inventories.items():
@@ -214,6 +216,7 @@ class ProviderIndex:
                     used[k], cap[k], max_unit[k] = (
                         int(col.used[k]), int(col.cap_merged[k]), int(col.max_unit[k]))
         self.version = version
+        return True
 
     def _patchable(self, p) -> bool:
         i = self.pos.get(p.uuid)
@@ -306,7 +309,10 @@ def index_of(model: ProviderModel) -> ProviderIndex:
             index = _INDEXES[model] = ProviderIndex(model)
             return index
     with model.lock:
-        index.refresh()
+        if not index.refresh():
+            index = ProviderIndex(model)
+            with _INDEXES_LOCK:
+                _INDEXES[model] = index
     return index
 
 
