@@ -32,6 +32,22 @@ and ``research_context.py``), per anchor root:
 candidate, to an order that varies per process, so its answer is an
 arbitrary subset of this one; nova-sched keeps them all (every host nova
 could have been given), which only widens the choice.
+
+Two slips of Placement 16 are not reproduced (the differential test
+documents both): under ``group_policy=isolate`` or no policy, a resource
+class asked by the unnumbered group and a granular group on one provider
+can come back with an inflated amount (``copy_arr_if_needed`` shares the
+object it adds into); and an unnumbered group served wholly by sharing
+providers keeps only one, arbitrary, anchor, losing the other anchors'
+candidates once combined with granular groups. nova-sched answers what
+Placement's rules say. Nor is ``[workarounds]
+optimize_for_wide_provider_trees`` (off by default), under which Placement
+returns candidates over capacity.
+
+Placement answers 400 for a request it cannot read (``refused``); where
+it would find a group empty before reaching an unknown name in a later
+one it answers 200 with nothing instead: nova ends in NoValidHost either
+way, nova-sched with Placement's reason for the 400.
 """
 
 from __future__ import annotations
@@ -184,7 +200,9 @@ class Search:
     def removed(self) -> list[tuple[str, int]]:
         """Why the asked roots without a candidate have none: per constraint
         in Placement's words, how many roots it removed (each root under the
-        first constraint that removes it, ``candidate_reasons``' order)."""
+        first constraint that removes it, ``candidate_reasons``' order).
+        With several requests (nova's PCPU fallback) the roots no request
+        serves are judged by the first one."""
         return [(why, len(roots)) for why, roots in self.removed_roots()]
 
     def removed_roots(self) -> list[tuple[str, list[str]]]:
