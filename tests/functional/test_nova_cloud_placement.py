@@ -98,19 +98,12 @@ def nova_sched_overrides() -> dict:
             "filter_scheduler": {"enabled_filters": ",".join(filters)}}
 
 
-def on_both_schedulers(nova_sched_xfail: str | None = None):
-    """Run the test in nova-scheduler's cloud, then in nova-sched's.
-
-    ``nova_sched_xfail``: nova-sched's run is expected to fail, for this
-    reason (strict: a pass is reported, so the mark is removed as soon as
-    nova-sched does it).
-    """
-    marks = ([pytest.mark.xfail(strict=True, reason=nova_sched_xfail)]
-             if nova_sched_xfail else [])
+def on_both_schedulers():
+    """Run the test in nova-scheduler's cloud, then in nova-sched's."""
     return pytest.mark.parametrize(
         "placement_cloud",
         [pytest.param("nova-scheduler", id="nova-scheduler"),
-         pytest.param("nova-sched", id="nova-sched", marks=marks)],
+         pytest.param("nova-sched", id="nova-sched")],
         indirect=True)
 
 
@@ -273,10 +266,7 @@ def scenario(placement_cloud):
 
 
 # -- PCPU ------------------------------------------------------------------------
-@on_both_schedulers(nova_sched_xfail=(
-    "issue 39: placed on a VCPU host from the PCPU fallback's candidates: nova-sched's "
-    "NUMATopologyFilter gives hw:cpu_policy=dedicated no implied one-cell NUMA "
-    "topology (nova's numa_get_constraints does), so hosts without one pass"))
+@on_both_schedulers()
 def test_a_dedicated_cpu_flavor_is_placed_on_the_pcpu_host_only(scenario):
     """``hw:cpu_policy=dedicated`` asks Placement for PCPU (nova's fallback
     query for VCPU finds the shared-CPU hosts, whose missing NUMA topology
