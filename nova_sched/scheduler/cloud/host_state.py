@@ -266,6 +266,9 @@ class HostTable:
         for name in _BOOL_COLUMNS:
             self._arrays[name] = np.zeros(self._capacity, dtype=bool)
         self.states: list[HostState] = []
+        # Moves when a row's node uuid (its resource provider) changes, so
+        # that what is kept by row and uuid knows to work it out again.
+        self.uuids_changed = 0
         # One shared supported_instances list per distinct content: fleets
         # have a few hardware kinds, so filters can judge each kind once.
         self._supported_kinds: dict[tuple, list] = {}
@@ -373,6 +376,8 @@ class HostTable:
             old = self.states[row]
             if old.node_id != state.node_id:
                 self.node_rows.pop(old.node_id, None)
+            if old.uuid != state.uuid:
+                self.uuids_changed += 1
             self.states[row] = state
         self.node_rows[state.node_id] = row
         state._table = self

@@ -21,6 +21,7 @@ ruled the hosts out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ class ProviderCandidates:
 
     def __init__(self, host_manager):
         self.host_manager = host_manager
+        self._last_asked: _Asked | None = None
 
     @property
     def model(self) -> "ProviderModel | None":
@@ -83,30 +85,35 @@ class ProviderCandidates:
             cycle.placement = None
             gone = np.ones(len(rows), dtype=bool)
             return rows[:0], [(f"{PLACEMENT_PREFIX}{question.refused}", rows, gone, len(rows))]
-        uuids = [table.states[r].uuid for r in rows.tolist()]
-        search = candidates.search(self.model, question.requests,
-                                   roots=[u for u in uuids if u])
+        asked = self._asked(table, rows)
+        search = candidates.search(self.model, question.requests, roots=asked.roots)
         cycle.placement = search
         if search.refused is not None:
             gone = np.ones(len(rows), dtype=bool)
             return rows[:0], [(f"{PLACEMENT_PREFIX}{search.refused}", rows, gone, len(rows))]
-        hosts = search.hosts()
-        keep = np.fromiter((u in hosts for u in uuids), dtype=bool, count=len(uuids))
+        keep = asked.keep(search)
         removals = []
         if not keep.all():
-            position = {u: i for i, u in enumerate(uuids) if u}
             for why, roots in search.removed_roots():
-                gone = np.zeros(len(rows), dtype=bool)
-                gone[[position[u] for u in roots if u in position]] = True
-                removals.append((f"{PLACEMENT_PREFIX}{why}", rows, gone, int(gone.sum())))
-            unexplained = ~keep
-            for _, _, gone, _ in removals:
-                unexplained &= ~gone
-            if unexplained.any():
+                # Which rows, only when asked (explain): counting is enough
+                # for a reason and the metrics.
+                removals.append((f"{PLACEMENT_PREFIX}{why}", rows,
+                                 functools.partial(asked.mask_of, roots), len(roots)))
+            unexplained = int((~keep).sum()) - sum(count for *_, count in removals)
+            if unexplained > 0:
                 # Nodes without a resource provider Placement knows.
                 removals.append((f"{PLACEMENT_PREFIX}no resource provider", rows,
-                                 unexplained, int(unexplained.sum())))
+                                 functools.partial(_unexplained, keep, list(removals)),
+                                 unexplained))
         return rows[keep], removals
+
+    def _asked(self, table, rows: np.ndarray) -> "_Asked":
+        """The rows' providers, kept while the table's rows and their uuids
+        stay as they are (most decisions ask about every live row)."""
+        asked = self._last_asked
+        if asked is None or not asked.still(table, rows):
+            asked = self._last_asked = _Asked(table, rows)
+        return asked
 
     def _node_uuids(self, host: str | None, node: str | None) -> list[str]:
         """The providers of a requested destination's nodes (nova's ``in_tree``)."""
@@ -122,3 +129,47 @@ class ProviderCandidates:
         return request_filters.RequestFilterContext(
             aggregates=list(self.host_manager.table.aggregates),
             min_compute_version=source.min_compute_version())
+
+
+class _Asked:
+    """Host table rows as the candidate search asks about them: their
+    providers' uuids and, per index of the model, their positions in it."""
+
+    def __init__(self, table, rows: np.ndarray):
+        self.table, self.rows = table, rows
+        self.stamp = (table.size, table.uuids_changed)
+        uuids = [table.states[r].uuid for r in rows.tolist()]
+        self.position = {u: i for i, u in enumerate(uuids) if u}
+        self.roots = [u for u in uuids if u]
+        self._uuids = uuids
+        self._index = None
+        self._at: np.ndarray | None = None
+
+    def still(self, table, rows: np.ndarray) -> bool:
+        return (table is self.table and (table.size, table.uuids_changed) == self.stamp
+                and (rows is self.rows or np.array_equal(rows, self.rows)))
+
+    def mask_of(self, roots: list[str]) -> np.ndarray:
+        """The rows of these providers, as a mask over the rows asked."""
+        gone = np.zeros(len(self.rows), dtype=bool)
+        gone[[self.position[u] for u in roots if u in self.position]] = True
+        return gone
+
+    def keep(self, search) -> np.ndarray:
+        """Which rows have a candidate (a host of the search)."""
+        mask = search.host_mask()
+        index = search.contexts[0].index
+        if index is not self._index:
+            self._index = index
+            self._at = np.fromiter((index.pos.get(u, -1) if u else -1 for u in self._uuids),
+                                   dtype=np.int64, count=len(self._uuids))
+        at = self._at
+        return np.where(at >= 0, mask[np.maximum(at, 0)], False)
+
+
+def _unexplained(keep: np.ndarray, explained: list) -> np.ndarray:
+    """Rows without a candidate that no constraint accounts for."""
+    left = ~keep
+    for _, _, mask, _ in explained:
+        left &= ~mask()
+    return left

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -104,14 +104,16 @@ class FilterResult:
     considered: int
     # Per filter: (name, the rows it was asked about, a mask of those it
     # removed, how many): the removed rows are only made when asked for
-    # (explain, debugging). No mask when it removed none.
-    removals: list[tuple[str, np.ndarray, np.ndarray | None, int]] = \
-        dataclasses.field(default_factory=list)
+    # (explain, debugging). No mask when it removed none; a callable making
+    # it where working it out costs more than counting (Placement's
+    # constraints).
+    removals: list[tuple[str, np.ndarray, np.ndarray | Callable[[], np.ndarray] | None,
+                         int]] = dataclasses.field(default_factory=list)
 
     @property
     def removed(self) -> list[tuple[str, np.ndarray]]:
         """(filter name, rows it removed), in the order the filters ran."""
-        return [(name, asked[mask] if count else asked[:0])
+        return [(name, asked[mask() if callable(mask) else mask] if count else asked[:0])
                 for name, asked, mask, count in self.removals]
 
     def removed_counts(self) -> list[tuple[str, int]]:

@@ -247,3 +247,21 @@ def test_a_host_whose_root_is_disabled_in_placement_is_skipped(cloud):
     cloud.compute("on")
     cloud.start()
     assert {chosen.host for _ in range(5) for _, chosen in cloud.select()} == {"on"}
+
+
+def test_explain_lists_the_hosts_each_constraint_removed(cloud):
+    cloud.compute("ssd", traits=["CUSTOM_SSD"])
+    cloud.compute("hdd1")
+    cloud.compute("hdd2")
+    cloud.compute("off", traits=["COMPUTE_STATUS_DISABLED", "CUSTOM_SSD"])
+    cloud.start()
+    body = boot_request()
+    body["instance_type"]["extra_specs"] = {"trait:CUSTOM_SSD": "required"}
+    summary = cloud.cycle.explain(request.parse(body, {}))
+    assert [h["host"] for h in summary["hosts"]] == ["ssd"]
+    assert sorted(map(tuple, summary["removed"]["Placement: lack trait CUSTOM_SSD"])) == [
+        ("hdd1", "hdd1"), ("hdd2", "hdd2")]
+    assert summary["removed"]["Placement: have trait COMPUTE_STATUS_DISABLED"] == [
+        ["off", "off"]]
+    assert summary["reason"] == ("1/4 hosts available: Placement: 1 have trait "
+                                 "COMPUTE_STATUS_DISABLED, 2 lack trait CUSTOM_SSD")
