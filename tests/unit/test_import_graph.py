@@ -132,3 +132,17 @@ def test_the_wire_does_not_reach_into_the_decision():
         name: [t for t in targets if t.startswith("nova_sched.scheduler.decision")]
         for name, targets in _room_imports("wire").items()}
     assert {n: t for n, t in offenders.items() if t} == {}
+
+
+def test_placements_model_is_a_room_of_its_own():
+    # The cycle uses it through one step (decision/provider_candidates);
+    # the model reads requests and aggregates, never the decision, the
+    # host table, the claim stores or a source.
+    offenders = {
+        name: [t for t in targets
+               if t.startswith(("nova_sched.scheduler.decision", "nova_sched.scheduler.cloud",
+                                "nova_sched.scheduler.claim_stores",
+                                "nova_sched.scheduler.manager",
+                                "nova_sched.scheduler.filter", "nova_sched.scheduler.host"))]
+        for name, targets in _room_imports("placement_model").items()}
+    assert {n: t for n, t in offenders.items() if t} == {}
