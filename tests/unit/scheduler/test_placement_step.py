@@ -6,6 +6,7 @@ through the host table, the filter scheduler and the scheduling cycle."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 
 import pytest
@@ -50,6 +51,9 @@ class RecordingPlacement(FakePlacement):
     def __init__(self, rp: PlacementTables):
         super().__init__()
         self.rp = rp
+        # Off while the test takes the database away from nova-sched (Placement
+        # itself still answers).
+        self.mirror = True
 
     def put_allocations(self, consumer, payload):
         before = set(self.consumers.get(consumer, {}).get("allocations", {}))
@@ -66,6 +70,8 @@ class RecordingPlacement(FakePlacement):
         return resp
 
     def _write(self, consumer, before):
+        if not self.mirror:
+            return
         self.rp.delete_consumer(consumer)
         now = self.consumers.get(consumer, {}).get("allocations", {})
         for uuid, alloc in now.items():
@@ -265,3 +271,28 @@ def test_explain_lists_the_hosts_each_constraint_removed(cloud):
         ["off", "off"]]
     assert summary["reason"] == ("1/4 hosts available: Placement: 1 have trait "
                                  "COMPUTE_STATUS_DISABLED, 2 lack trait CUSTOM_SSD")
+
+
+def test_placements_database_unreachable_decisions_go_on_and_health_says_why(cloud):
+    cloud.compute("c1", traits=["CUSTOM_SSD"])
+    cloud.compute("c2")
+    cloud.start()
+    path = cloud.rp.engine.url.database
+    cloud.rp.engine.dispose()
+    cloud.source.placement_reader.database.dispose()
+    os.rename(path, path + ".away")
+    os.mkdir(path)  # SQLite cannot open a directory: every read fails
+    cloud.placement.mirror = False
+    cloud.source.placement_reader.poll()
+    cloud.source.poll()
+    problem = cloud.source.problem()
+    assert problem is not None and "Placement's database" in problem
+    assert "unreachable" in problem
+    # The copy as last read still answers, and Placement still judges claims.
+    [(uuid, chosen)] = cloud.select(extra_specs={"trait:CUSTOM_SSD": "required"})
+    assert chosen.host == "c1" and uuid in cloud.placement.consumers
+    os.rmdir(path)
+    os.rename(path + ".away", path)
+    cloud.source.placement_reader.poll()
+    cloud.source.poll()
+    assert cloud.source.problem() is None
