@@ -44,6 +44,7 @@ import sqlalchemy as sa
 
 from nova_sched import exception
 from nova_sched.conf import CONF
+from nova_sched.scheduler.placement_model import search_context
 from nova_sched.scheduler.placement_model.providers import (Inventory, Provider,
                                                             ProviderModel)
 
@@ -413,6 +414,8 @@ class PlacementModelReader:
                 self.reconcile()
             else:
                 self.refresh()
+            # The candidate search's index built here, off the decisions' path.
+            search_context.warm(self.model)
             self._problem = None
         except Exception as err:  # the next poll tries again; /healthz says why
             self._problem = (f"Placement's database ({self.database.where}) "
