@@ -384,7 +384,14 @@ class HostManager:
         return self.source.hosts_of(instance_uuids)
 
     def provider_host(self, node_uuid: str) -> tuple[str, int] | None:
-        """(host, node id) of the node whose uuid (resource provider) this is."""
+        """(host, node id) of the node whose uuid (resource provider) this
+        is, or whose provider tree holds it (a GPU or PCI device under it,
+        where the source keeps Placement's model)."""
+        model = getattr(self.source, "provider_model", None)
+        if model is not None:
+            provider = model.providers.get(node_uuid)
+            if provider is not None:
+                node_uuid = provider.root_uuid
         with self.lock:
             for state in self.table.states:
                 if state.uuid == node_uuid:

@@ -296,3 +296,24 @@ def test_placements_database_unreachable_decisions_go_on_and_health_says_why(clo
     cloud.source.placement_reader.poll()
     cloud.source.poll()
     assert cloud.source.problem() is None
+
+
+def test_an_evacuation_keeps_the_source_trees_allocations_beside_the_new_ones(cloud):
+    source = cloud.compute("gpu-a")
+    source_gpu = cloud.child(source, "gpu-a_pgpu0", {"VGPU": 1})
+    target = cloud.compute("gpu-b")
+    target_gpu = cloud.child(target, "gpu-b_pgpu0", {"VGPU": 1})
+    cloud.start()
+    instance = "4f9a3f2e-1f0c-4a8e-9d55-0d1c2a3b4c5d"
+    held = {source: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, source_gpu: {"VGPU": 1}}
+    cloud.placement.put_allocations(instance, {
+        "allocations": {rp: {"resources": r} for rp, r in held.items()},
+        "project_id": "p1", "user_id": "u1", "consumer_generation": None})
+    # nova's evacuate: the source host ignored, its allocations kept.
+    body = boot_request(uuids=[instance])
+    body["instance_type"]["extra_specs"] = {"resources:VGPU": "1"}
+    spec = request.parse(body, {"ignore_hosts": ["gpu-a"]})
+    [outcome] = cloud.cycle.schedule(None, spec)
+    assert outcome.error is None and outcome.selections[0].host == "gpu-b"
+    assert cloud.allocations(instance) == dict(held, **{
+        target: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, target_gpu: {"VGPU": 1}})
