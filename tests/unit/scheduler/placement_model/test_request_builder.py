@@ -18,22 +18,15 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import uuid as uuidlib
-from pathlib import Path
 
 import pytest
-from oslo_config import cfg
 
 from nova_sched import exception
 from nova_sched.scheduler.placement_model import request_builder
-from nova_sched.scheduler.wire import request, spec_obj
 
-CONF = cfg.CONF
-HERE = Path(__file__).resolve().parent
-FUNCTIONAL = HERE.parents[2] / "functional"
-SEED = int(os.environ.get("NOVA_SCHED_SEED", "39"))
+from . import nova_differential as nd
+
 CASES = int(os.environ.get("NOVA_SCHED_CASES", "600"))
 
 TRAITS = ["HW_CPU_X86_AVX2", "CUSTOM_SSD", "CUSTOM_GOLD", "HW_CPU_X86_AVX512F",
@@ -191,43 +184,21 @@ def case(rng: random.Random) -> dict:
     }
 
 
-def _nova_venv_python() -> Path:
-    if str(FUNCTIONAL) not in sys.path:
-        sys.path.insert(0, str(FUNCTIONAL))
-    import novacloud
-
-    return novacloud.ensure_venv() / "bin" / "python"
-
-
 def ask_nova(cases: list[dict]) -> list[dict]:
-    """nova's answers for the cases, from one subprocess in the nova venv."""
-    done = subprocess.run(
-        [str(_nova_venv_python()), str(HERE / "nova_resource_request.py")],
-        input=json.dumps(cases), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return nd.ask_nova("nova_resource_request.py", cases)
 
 
 def ours(case: dict, primitive: dict):
     """nova-sched's queries and refusals for nova's primitive of ``case``."""
-    CONF.set_override("max_placement_results",
-                      case["conf"]["max_placement_results"], "scheduler")
-    CONF.set_override("disable_fallback_pcpu_query",
-                      case["conf"]["disable_fallback_pcpu_query"], "workarounds")
-    try:
-        legacy, fprops = spec_obj.to_legacy(primitive, [case["uuid"]])
-        spec = request.parse(legacy, fprops)
-
-        def lookup(host, node):
-            return [u for h, n, u in case["nodes"]
-                    if (host is None or h == host) and (node is None or n == node)]
-
-        queries = request_builder.nova_queries(spec, lookup)
-    except exception.NoValidHost as err:
-        return None, err
-    finally:
-        CONF.clear_override("max_placement_results", "scheduler")
-        CONF.clear_override("disable_fallback_pcpu_query", "workarounds")
+    with nd.overridden(
+            scheduler={"max_placement_results":
+                       case["conf"]["max_placement_results"]},
+            workarounds={"disable_fallback_pcpu_query":
+                         case["conf"]["disable_fallback_pcpu_query"]}):
+        try:
+            _spec, queries = nd.queries_for(case, primitive)
+        except exception.NoValidHost as err:
+            return None, err
     return queries, None
 
 
@@ -257,20 +228,11 @@ def compare(case: dict, nova: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def generated():
-    rng = random.Random(SEED)
-    cases = [case(rng) for _ in range(CASES)]
-    return cases, ask_nova(cases)
+    return nd.generate(case, CASES, "nova_resource_request.py")
 
 
 def test_every_query_is_novas(generated):
-    cases, answers = generated
-    failures = []
-    for one, nova in zip(cases, answers):
-        problems = compare(one, nova)
-        if problems:
-            failures.append(f"case {json.dumps(one)}\n" + "\n".join(problems))
-    assert not failures, (f"{len(failures)} of {len(cases)} cases differ; "
-                          "first ones:\n\n" + "\n\n".join(failures[:5]))
+    nd.assert_every_case_agrees(generated, compare, shown=5)
 
 
 def test_the_cases_cover_every_outcome(generated):

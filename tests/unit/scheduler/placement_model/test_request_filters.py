@@ -25,12 +25,12 @@ from nova_sched import exception
 from nova_sched.db.aggregates import AggregateInfo
 from nova_sched.scheduler.placement_model import request_builder
 from nova_sched.scheduler.placement_model import request_filters as rf
-from nova_sched.scheduler.wire import request, spec_obj
+from nova_sched.scheduler.wire import request
 
+from . import nova_differential as nd
 from . import test_request_builder as trb
 
 CONF = cfg.CONF
-SEED = int(os.environ.get("NOVA_SCHED_SEED", "39"))
 CASES = int(os.environ.get("NOVA_SCHED_FILTER_CASES", "400"))
 OPTIONS = ("limit_tenants_to_placement_aggregate",
            "placement_aggregate_required_for_tenants",
@@ -116,14 +116,6 @@ def case(rng: random.Random) -> dict:
     return one
 
 
-def ask_nova(cases: list[dict]) -> list[dict]:
-    done = subprocess.run(
-        [str(trb._nova_venv_python()), str(trb.HERE / "nova_request_filters.py")],
-        input=json.dumps(cases), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
-
-
 def context_of(case: dict) -> rf.RequestFilterContext:
     return rf.RequestFilterContext(
         aggregates=[AggregateInfo(id=i, name=f"agg{i}", hosts=frozenset(),
@@ -135,30 +127,18 @@ def context_of(case: dict) -> rf.RequestFilterContext:
 
 
 def ours(case: dict, primitive: dict):
-    overrides = dict(case["filter_conf"], max_placement_results=1000)
-    for name, value in overrides.items():
-        CONF.set_override(name, value, "scheduler")
-    CONF.set_override("disable_fallback_pcpu_query",
-                      case["conf"]["disable_fallback_pcpu_query"], "workarounds")
-    try:
-        legacy, fprops = spec_obj.to_legacy(primitive, [case["uuid"]])
-        spec = request.parse(legacy, fprops)
-
-        def lookup(host, node):
-            return [u for h, n, u in case["nodes"]
-                    if (host is None or h == host) and (node is None or n == node)]
-
-        queries = request_builder.nova_queries(spec, lookup)
-        context = context_of(case)
-        for query in queries:
-            for request_filter in rf.ALL_REQUEST_FILTERS:
-                request_filter(spec, query, context)
-    except exception.NoValidHost as err:
-        return None, err
-    finally:
-        for name in overrides:
-            CONF.clear_override(name, "scheduler")
-        CONF.clear_override("disable_fallback_pcpu_query", "workarounds")
+    with nd.overridden(
+            scheduler=dict(case["filter_conf"], max_placement_results=1000),
+            workarounds={"disable_fallback_pcpu_query":
+                         case["conf"]["disable_fallback_pcpu_query"]}):
+        try:
+            spec, queries = nd.queries_for(case, primitive)
+            context = context_of(case)
+            for query in queries:
+                for request_filter in rf.ALL_REQUEST_FILTERS:
+                    request_filter(spec, query, context)
+        except exception.NoValidHost as err:
+            return None, err
     return queries, None
 
 
@@ -179,20 +159,11 @@ def compare(case: dict, nova: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def generated():
-    rng = random.Random(SEED)
-    cases = [case(rng) for _ in range(CASES)]
-    return cases, ask_nova(cases)
+    return nd.generate(case, CASES, "nova_request_filters.py")
 
 
 def test_every_filtered_query_is_novas(generated):
-    cases, answers = generated
-    failures = []
-    for one, nova in zip(cases, answers):
-        problems = compare(one, nova)
-        if problems:
-            failures.append(f"case {json.dumps(one)}\n" + "\n".join(problems))
-    assert not failures, (f"{len(failures)} of {len(cases)} cases differ; "
-                          "first ones:\n\n" + "\n\n".join(failures[:4]))
+    nd.assert_every_case_agrees(generated, compare, shown=4)
 
 
 def test_the_cases_reach_every_filter(generated):
@@ -353,7 +324,7 @@ def test_names_copied_from_os_traits_and_os_resource_classes_are_current():
         "print(json.dumps({'traits': [n for n in dir(t) if n.isupper() and "
         "n.startswith(prefixes)], 'all': [n for n in dir(t) if n.isupper()], "
         "'classes': list(o.STANDARDS)}))\n")
-    done = subprocess.run([str(trb._nova_venv_python()), "-c", script],
+    done = subprocess.run([str(nd.nova_venv_python()), "-c", script],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     names = json.loads(done.stdout)
