@@ -84,19 +84,10 @@ def run(case):
             mock.patch("nova.scheduler.client.report.report_client_singleton"):
         try:
             request_filter.process_reqspec(ctxt, spec)
-            nodes = base.Nodes(case["nodes"])
-            queries = []
-            res = utils.resources_from_request_spec(ctxt, spec, nodes, True)
-            queries.append(res.to_querystring())
-            if res.cpu_pinning_requested and \
-                    not CONF.workarounds.disable_fallback_pcpu_query:
-                res = utils.resources_from_request_spec(ctxt, spec, nodes, False)
-                queries.append(res.to_querystring())
+            queries = base.queries_of(ctxt, spec, case)
         except Exception as err:
-            return {"primitive": primitive,
-                    "error": [type(err).__name__, str(err)]}
-    return {"primitive": primitive, "queries": queries,
-            "placement": [base.placement_verdict(q) for q in queries]}
+            return base.refusal(primitive, err)
+    return base.answer(primitive, queries)
 
 
 def main():

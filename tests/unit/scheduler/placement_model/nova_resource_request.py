@@ -97,6 +97,29 @@ def spec_of(case):
     return spec
 
 
+def queries_of(ctxt, spec, case):
+    """The query strings nova-scheduler sends Placement for ``spec``: a
+    second one without PCPU when pinning is asked and the fallback is on."""
+    nodes = Nodes(case["nodes"])
+    queries = []
+    res = utils.resources_from_request_spec(ctxt, spec, nodes, True)
+    queries.append(res.to_querystring())
+    if res.cpu_pinning_requested and \
+            not CONF.workarounds.disable_fallback_pcpu_query:
+        res = utils.resources_from_request_spec(ctxt, spec, nodes, False)
+        queries.append(res.to_querystring())
+    return queries
+
+
+def answer(primitive, queries):
+    return {"primitive": primitive, "queries": queries,
+            "placement": [placement_verdict(q) for q in queries]}
+
+
+def refusal(primitive, err):
+    return {"primitive": primitive, "error": [type(err).__name__, str(err)]}
+
+
 def run(case):
     CONF.set_override("max_placement_results",
                       case["conf"]["max_placement_results"], "scheduler")
@@ -104,21 +127,11 @@ def run(case):
                       case["conf"]["disable_fallback_pcpu_query"], "workarounds")
     spec = spec_of(case)
     primitive = jsonutils.to_primitive(spec.obj_to_primitive())
-    ctxt = nova_context.RequestContext()
-    nodes = Nodes(case["nodes"])
     try:
-        queries = []
-        res = utils.resources_from_request_spec(ctxt, spec, nodes, True)
-        queries.append(res.to_querystring())
-        if res.cpu_pinning_requested and \
-                not CONF.workarounds.disable_fallback_pcpu_query:
-            res = utils.resources_from_request_spec(ctxt, spec, nodes, False)
-            queries.append(res.to_querystring())
+        queries = queries_of(nova_context.RequestContext(), spec, case)
     except Exception as err:
-        return {"primitive": primitive,
-                "error": [type(err).__name__, str(err)]}
-    return {"primitive": primitive, "queries": queries,
-            "placement": [placement_verdict(q) for q in queries]}
+        return refusal(primitive, err)
+    return answer(primitive, queries)
 
 
 def main():
