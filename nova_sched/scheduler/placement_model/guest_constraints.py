@@ -112,16 +112,24 @@ def _flag(text: Any) -> bool | None:
     return None if text is None else strutils.bool_from_string(text)
 
 
+def _valid_pair(fi: FlavorImage, key: str, allowed, what: str) -> tuple[Any, Any]:
+    """The flavor's and the image's ``key``, either refused when set to a
+    value not in ``allowed``; nova words both of its CPU policies' invalid
+    values so (``what``: the policy's name in the message)."""
+    flavor_value, image_value = fi.both(key)
+    for source, value in (("flavor extra specs", flavor_value),
+                          ("image properties", image_value)):
+        if value and value not in allowed:
+            raise _refused(f"{what} requested from '{source}' is invalid, "
+                           f"given: '{value}', available: '{str(allowed)}'.")
+    return flavor_value, image_value
+
+
 def cpu_policy(fi: FlavorImage) -> str | None:
     """``dedicated``, ``shared``, ``mixed`` or None (nova's
     ``get_cpu_policy_constraint``)."""
-    flavor_policy, image_policy = fi.both("cpu_policy")
-    for source, value in (("flavor extra specs", flavor_policy),
-                          ("image properties", image_policy)):
-        if value and value not in CPU_POLICIES:
-            raise _refused(f"CPU policy requested from '{source}' is invalid, "
-                           f"given: '{value}', available: "
-                           f"'{str(CPU_POLICIES)}'.")
+    flavor_policy, image_policy = _valid_pair(
+        fi, "cpu_policy", CPU_POLICIES, "CPU policy")
     pinned = ("mixed", "dedicated")
     if flavor_policy == "dedicated":
         return flavor_policy
@@ -136,13 +144,8 @@ def cpu_policy(fi: FlavorImage) -> str | None:
 
 def cpu_thread_policy(fi: FlavorImage) -> str | None:
     """nova's ``get_cpu_thread_policy_constraint``."""
-    flavor_policy, image_policy = fi.both("cpu_thread_policy")
-    for source, value in (("flavor extra specs", flavor_policy),
-                          ("image properties", image_policy)):
-        if value and value not in CPU_THREAD_POLICIES:
-            raise _refused(f"CPU thread policy requested from '{source}' is "
-                           f"invalid, given: '{value}', available: "
-                           f"'{str(CPU_THREAD_POLICIES)}'.")
+    flavor_policy, image_policy = _valid_pair(
+        fi, "cpu_thread_policy", CPU_THREAD_POLICIES, "CPU thread policy")
     if flavor_policy in (None, "prefer"):
         return flavor_policy or image_policy
     if image_policy and image_policy != flavor_policy:
