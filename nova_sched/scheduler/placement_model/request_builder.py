@@ -26,7 +26,7 @@ import collections
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Union
 
 from oslo_config import cfg
@@ -407,13 +407,19 @@ def build(spec, node_uuids: NodeLookup | None = None) -> list[ResourceRequest]:
     the destination names no compute node. A rebuild asks Placement
     nothing in nova: not this function's concern.
     """
-    requests, reasons = [], []
-    for request in nova_queries(spec, node_uuids):
+    return answerable(nova_queries(spec, node_uuids))
+
+
+def answerable(requests: Iterable[ResourceRequest]) -> list[ResourceRequest]:
+    """The requests Placement would answer (``refusal`` finds nothing),
+    in order; ResourceRequestRefused with the first reason when none is."""
+    kept, reasons = [], []
+    for request in requests:
         reason = refusal(request)
         if reason is None:
-            requests.append(request)
+            kept.append(request)
         else:
             reasons.append(reason)
-    if not requests:
+    if not kept:
         raise exception.ResourceRequestRefused(reasons[0])
-    return requests
+    return kept

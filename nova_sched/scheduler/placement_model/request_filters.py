@@ -352,13 +352,4 @@ def run(spec, requests: Sequence[ResourceRequest],
     for request in requests:
         for request_filter in ALL_REQUEST_FILTERS:
             request_filter(spec, request, context)
-    kept, reasons = [], []
-    for request in requests:
-        reason = request_builder.refusal(request)
-        if reason is None:
-            kept.append(request)
-        else:
-            reasons.append(reason)
-    if not kept:
-        raise exception.ResourceRequestRefused(reasons[0])
-    return kept
+    return request_builder.answerable(requests)
