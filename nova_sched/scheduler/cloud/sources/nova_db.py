@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from nova_sched.db.aggregates import AggregateInfo
+from nova_sched.scheduler.cloud.sources import database_engine
 
 LOG = logging.getLogger(__name__)
 
@@ -73,14 +74,9 @@ def _datetime(value: Any) -> dt.datetime | None:
 
 
 def _engine(url: str) -> sa.Engine:
-    connect_args: dict[str, Any] = {}
-    if url.startswith("mysql"):
-        # A dead Galera node or server answers within seconds, not minutes.
-        connect_args = {"connect_timeout": 3, "read_timeout": 15, "write_timeout": 15}
-    elif url.startswith("postgresql"):
-        connect_args = {"connect_timeout": 3}
-    return sa.create_engine(url, pool_pre_ping=True, pool_recycle=3600,
-                            connect_args=connect_args)
+    # A cell's or the API database's read is small (what changed since the
+    # last one): 15 s is long for an answer.
+    return database_engine.engine(url, read_timeout=15)
 
 
 def _quote(column: str, dialect: str) -> str:

@@ -38,12 +38,13 @@ import logging
 import struct
 import threading
 import time
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import sqlalchemy as sa
 
 from nova_sched import exception
 from nova_sched.conf import CONF
+from nova_sched.scheduler.cloud.sources import database_engine
 from nova_sched.scheduler.placement_model import search_context
 from nova_sched.scheduler.placement_model.providers import (Inventory, Provider,
                                                             ProviderModel)
@@ -110,15 +111,8 @@ def masked_url(url: str) -> str:
 
 
 def _engine(url: str) -> sa.Engine:
-    connect_args: dict[str, Any] = {}
-    if url.startswith("mysql"):
-        # A dead server answers within seconds; a whole read of 100,000
-        # providers takes a few.
-        connect_args = {"connect_timeout": 3, "read_timeout": 60, "write_timeout": 15}
-    elif url.startswith("postgresql"):
-        connect_args = {"connect_timeout": 3}
-    return sa.create_engine(url, pool_pre_ping=True, pool_recycle=3600,
-                            connect_args=connect_args)
+    # A whole read of 100,000 providers takes a few seconds.
+    return database_engine.engine(url, read_timeout=60)
 
 
 def _single_precision(value: float) -> float:
