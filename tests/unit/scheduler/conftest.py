@@ -48,6 +48,20 @@ def boot_request(memory_mb=512, vcpus=1, root_gb=1, ephemeral_gb=0, swap=0,
             "security_group": ["default"]}
 
 
+def schedule_all(cycle, spec) -> list[tuple[str, object]]:
+    """Each instance of ``spec`` through the scheduling cycle, as
+    (instance uuid, its first selection); on an instance's error the ones
+    placed before are released (so a test's cloud is as before) and the
+    error raised."""
+    placed = []
+    for outcome in cycle.schedule(None, spec):
+        if outcome.error is not None:
+            cycle.release([o.instance_uuid for o in placed])
+            raise outcome.error
+        placed.append(outcome)
+    return [(o.instance_uuid, o.selections[0]) for o in placed]
+
+
 def instance_row(uuid: str):
     """The instances row of ``uuid``."""
     import sqlalchemy as sa

@@ -21,7 +21,7 @@ from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
 from nova_sched.scheduler.decision.cycle import SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.wire import request
-from tests.unit.scheduler.conftest import boot_request
+from tests.unit.scheduler.conftest import boot_request, schedule_all
 from tests.unit.scheduler.fake_placement import FakePlacement
 from tests.unit.scheduler.sources.nova_tables import NovaTables
 from tests.unit.scheduler.sources.placement_tables import PlacementTables, sync_schema
@@ -124,14 +124,7 @@ class Cloud:
         body = boot_request(count=count, **flavor)
         body["instance_type"]["extra_specs"] = dict(extra_specs or {})
         body["image"]["properties"] = dict(image_props or {})
-        spec = request.parse(body, {})
-        placed = []
-        for outcome in self.cycle.schedule(None, spec):
-            if outcome.error is not None:
-                self.cycle.release([o.instance_uuid for o in placed])
-                raise outcome.error
-            placed.append(outcome)
-        return [(o.instance_uuid, o.selections[0]) for o in placed]
+        return schedule_all(self.cycle, request.parse(body, {}))
 
     def allocations(self, instance_uuid):
         return {rp: a["resources"] for rp, a in

@@ -21,7 +21,7 @@ from nova_sched.scheduler.decision.cycle import SchedulingCycle
 from nova_sched.scheduler.host_manager import HostManager
 from nova_sched.scheduler.cloud.sources.nova_cells import NovaCellsSource
 from nova_sched.scheduler.cloud.sources.nova_db import NovaDatabases
-from tests.unit.scheduler.conftest import boot_request
+from tests.unit.scheduler.conftest import boot_request, schedule_all
 from tests.unit.scheduler.fake_placement import FakePlacement
 from tests.unit.scheduler.sources.nova_tables import NovaTables, utcnow
 
@@ -51,13 +51,7 @@ class NovaCloud:
 
     def select(self, count=1, **flavor):
         spec = request.parse(boot_request(count=count, **flavor), {})
-        placed = []
-        for outcome in self.cycle.schedule(None, spec):
-            if outcome.error is not None:
-                self.cycle.release([o.instance_uuid for o in placed])
-                raise outcome.error
-            placed.append(outcome)
-        return [(o.instance_uuid, o.selections[0]) for o in placed]
+        return schedule_all(self.cycle, spec)
 
 
 @pytest.fixture
