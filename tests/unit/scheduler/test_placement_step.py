@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 
 import pytest
 import sqlalchemy as sa
@@ -24,7 +23,8 @@ from nova_sched.scheduler.wire import request
 from tests.unit.scheduler.conftest import boot_request, schedule_all
 from tests.unit.scheduler.fake_placement import FakePlacement
 from tests.unit.scheduler.sources.nova_tables import NovaTables
-from tests.unit.scheduler.sources.placement_tables import PlacementTables, sync_schema
+from tests.unit.scheduler.sources import placement_tables
+from tests.unit.scheduler.sources.placement_tables import PlacementTables
 
 # Standard resource class ids (os-resource-classes' order, Placement's ids).
 CLASS_IDS = {"VCPU": 0, "MEMORY_MB": 1, "DISK_GB": 2, "VGPU": 10, "PCPU": 14}
@@ -38,10 +38,7 @@ NOVA_FILTERS = ["ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFi
 
 @pytest.fixture(scope="module")
 def placement_schema(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("placement")
-    path = directory / "placement.sqlite"
-    sync_schema(f"sqlite:///{path}", directory)
-    return path
+    return placement_tables.sqlite_schema(tmp_path_factory.mktemp("placement"))
 
 
 class RecordingPlacement(FakePlacement):
@@ -133,13 +130,12 @@ class Cloud:
 
 @pytest.fixture
 def cloud(db, tmp_path, placement_schema):
-    path = tmp_path / "placement.sqlite"
-    shutil.copy(placement_schema, path)
+    url = placement_tables.sqlite_copy(placement_schema, tmp_path)
     CONF.set_override("host_source", "nova_cells", "scheduler")
     CONF.set_override("claims", "placement", "scheduler")
-    CONF.set_override("connection", f"sqlite:///{path}", "placement_database")
+    CONF.set_override("connection", url, "placement_database")
     CONF.set_override("enabled_filters", NOVA_FILTERS, "filter_scheduler")
-    engine = sa.create_engine(f"sqlite:///{path}")
+    engine = sa.create_engine(url)
     rp = PlacementTables(engine)
     with engine.begin() as conn:
         for name in STANDARD_TRAITS:

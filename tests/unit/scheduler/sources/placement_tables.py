@@ -5,6 +5,7 @@ written by SQL as Placement writes them (ids, generations, roots)."""
 from __future__ import annotations
 
 import functools
+import shutil
 import subprocess
 import sys
 import uuid as uuidlib
@@ -34,6 +35,22 @@ def sync_schema(url: str, directory: Path) -> None:
                           stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise RuntimeError(f"placement-manage db sync failed:\n{done.stderr[-3000:]}")
+
+
+def sqlite_schema(directory: Path) -> Path:
+    """A SQLite file in ``directory`` with Placement's tables: made once a
+    module (a migration takes seconds), copied for each test."""
+    path = directory / "placement.sqlite"
+    sync_schema(f"sqlite:///{path}", directory)
+    return path
+
+
+def sqlite_copy(schema: Path, directory: Path) -> str:
+    """The URL of a copy of ``schema`` in ``directory``: one test's own
+    Placement database."""
+    path = directory / "placement.sqlite"
+    shutil.copy(schema, path)
+    return f"sqlite:///{path}"
 
 
 class PlacementTables:

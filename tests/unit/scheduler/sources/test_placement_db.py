@@ -4,7 +4,6 @@ on MariaDB (tests/db_backends.py; skipped when its server is down)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid as uuidlib
 
@@ -16,6 +15,7 @@ from nova_sched.scheduler.cloud.sources.placement_db import (PlacementDatabase,
                                                              masked_url)
 from nova_sched.scheduler.placement_model.providers import Inventory
 from tests.db_backends import temporary_database
+from tests.unit.scheduler.sources import placement_tables
 from tests.unit.scheduler.sources.placement_tables import PlacementTables, sync_schema
 
 VCPU, MEMORY_MB, DISK_GB, VGPU, PCPU = 0, 1, 2, 10, 14
@@ -24,10 +24,7 @@ VCPU, MEMORY_MB, DISK_GB, VGPU, PCPU = 0, 1, 2, 10, 14
 @pytest.fixture(scope="module")
 def sqlite_schema(tmp_path_factory):
     """One SQLite file migrated by Placement, copied for each test."""
-    directory = tmp_path_factory.mktemp("placement")
-    path = directory / "placement.sqlite"
-    sync_schema(f"sqlite:///{path}", directory)
-    return path
+    return placement_tables.sqlite_schema(tmp_path_factory.mktemp("placement"))
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +39,7 @@ def mysql_schema(tmp_path_factory):
 @pytest.fixture(params=["sqlite", "mysql"])
 def url(request, sqlite_schema, tmp_path):
     if request.param == "sqlite":
-        path = tmp_path / "placement.sqlite"
-        shutil.copy(sqlite_schema, path)
-        return f"sqlite:///{path}"
+        return placement_tables.sqlite_copy(sqlite_schema, tmp_path)
     url = request.getfixturevalue("mysql_schema")
     PlacementTables.emptied(url)
     return url
