@@ -20,6 +20,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
+from nova_sched import exception
 from nova_sched.scheduler.placement_model import request_builder
 from nova_sched.scheduler.wire import request, spec_obj
 
@@ -69,17 +70,28 @@ def overridden(**groups: dict):
                 CONF.clear_override(name, group)
 
 
-def queries_for(case: dict, primitive: dict):
-    """The parsed request and nova-sched's queries for nova's primitive of
-    ``case`` (raises nova-sched's refusal)."""
-    legacy, fprops = spec_obj.to_legacy(primitive, [case["uuid"]])
-    spec = request.parse(legacy, fprops)
+def ours(case: dict, primitive: dict, scheduler: dict, then=None):
+    """nova-sched's queries for nova's primitive of ``case``, built with the
+    ``[scheduler]`` options given and the case's PCPU fallback choice, then
+    passed to ``then(spec, queries)`` if given: (the queries, None), or
+    (None, the NoValidHost nova-sched refused with)."""
+    with overridden(scheduler=scheduler,
+                    workarounds={"disable_fallback_pcpu_query":
+                                 case["conf"]["disable_fallback_pcpu_query"]}):
+        try:
+            legacy, fprops = spec_obj.to_legacy(primitive, [case["uuid"]])
+            spec = request.parse(legacy, fprops)
 
-    def lookup(host, node):
-        return [u for h, n, u in case["nodes"]
-                if (host is None or h == host) and (node is None or n == node)]
+            def lookup(host, node):
+                return [u for h, n, u in case["nodes"]
+                        if (host is None or h == host) and (node is None or n == node)]
 
-    return spec, request_builder.nova_queries(spec, lookup)
+            queries = request_builder.nova_queries(spec, lookup)
+            if then is not None:
+                then(spec, queries)
+        except exception.NoValidHost as err:
+            return None, err
+    return queries, None
 
 
 def assert_every_case_agrees(generated, compare, shown: int) -> None:

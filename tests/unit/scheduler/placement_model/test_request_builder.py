@@ -22,7 +22,6 @@ import uuid as uuidlib
 
 import pytest
 
-from nova_sched import exception
 from nova_sched.scheduler.placement_model import request_builder
 
 from . import nova_differential as nd
@@ -190,16 +189,8 @@ def ask_nova(cases: list[dict]) -> list[dict]:
 
 def ours(case: dict, primitive: dict):
     """nova-sched's queries and refusals for nova's primitive of ``case``."""
-    with nd.overridden(
-            scheduler={"max_placement_results":
-                       case["conf"]["max_placement_results"]},
-            workarounds={"disable_fallback_pcpu_query":
-                         case["conf"]["disable_fallback_pcpu_query"]}):
-        try:
-            _spec, queries = nd.queries_for(case, primitive)
-        except exception.NoValidHost as err:
-            return None, err
-    return queries, None
+    return nd.ours(case, primitive, {"max_placement_results":
+                                     case["conf"]["max_placement_results"]})
 
 
 def compare(case: dict, nova: dict) -> list[str]:

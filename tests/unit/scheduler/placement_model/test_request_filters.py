@@ -127,19 +127,15 @@ def context_of(case: dict) -> rf.RequestFilterContext:
 
 
 def ours(case: dict, primitive: dict):
-    with nd.overridden(
-            scheduler=dict(case["filter_conf"], max_placement_results=1000),
-            workarounds={"disable_fallback_pcpu_query":
-                         case["conf"]["disable_fallback_pcpu_query"]}):
-        try:
-            spec, queries = nd.queries_for(case, primitive)
-            context = context_of(case)
-            for query in queries:
-                for request_filter in rf.ALL_REQUEST_FILTERS:
-                    request_filter(spec, query, context)
-        except exception.NoValidHost as err:
-            return None, err
-    return queries, None
+    def filtered(spec, queries):
+        context = context_of(case)
+        for query in queries:
+            for request_filter in rf.ALL_REQUEST_FILTERS:
+                request_filter(spec, query, context)
+
+    return nd.ours(case, primitive,
+                   dict(case["filter_conf"], max_placement_results=1000),
+                   then=filtered)
 
 
 def compare(case: dict, nova: dict) -> list[str]:
