@@ -112,6 +112,21 @@ def _flag(text: Any) -> bool | None:
     return None if text is None else strutils.bool_from_string(text)
 
 
+def _refuse_conflicting_flags(fi: FlavorImage, key: str, image_property: str,
+                              flavor_text: Any, image_flag: Any) -> None:
+    """Refused when the flavor's ``hw:<key>`` and the image's flag are both
+    set and differ, in nova's words for memory and ephemeral encryption
+    (``image_property``: the image's name in them, nova's own)."""
+    flavor_flag = _flag(flavor_text)
+    if (flavor_flag is not None and image_flag is not None
+            and flavor_flag != image_flag):
+        raise _refused(
+            f"Flavor {fi.flavor_name} has hw:{key} extra spec "
+            f"explicitly set to {flavor_text}, conflicting with image "
+            f"{fi.image_name} which has {image_property} property "
+            f"explicitly set to {image_flag}")
+
+
 def _valid_pair(fi: FlavorImage, key: str, allowed, what: str) -> tuple[Any, Any]:
     """The flavor's and the image's ``key``, either refused when set to a
     value not in ``allowed``; nova words both of its CPU policies' invalid
@@ -220,13 +235,8 @@ def mem_encryption(fi: FlavorImage) -> MemEncryptionModel | None:
     flavor_flag = _flag(flavor_text)
     if not flavor_flag and not image_flag:
         return None
-    if (flavor_flag is not None and image_flag is not None
-            and flavor_flag != image_flag):
-        raise _refused(
-            f"Flavor {fi.flavor_name} has hw:mem_encryption extra spec "
-            f"explicitly set to {flavor_text}, conflicting with image "
-            f"{fi.image_name} which has hw_mem_encryption property "
-            f"explicitly set to {image_flag}")
+    _refuse_conflicting_flags(fi, "mem_encryption", "hw_mem_encryption",
+                              flavor_text, image_flag)
     requesters = []
     if flavor_flag:
         requesters.append(
@@ -349,15 +359,9 @@ def packed_virtqueue(fi: FlavorImage) -> bool:
 def ephemeral_encryption(fi: FlavorImage) -> bool:
     """``hw:ephemeral_encryption`` / ``hw_ephemeral_encryption``."""
     flavor_text, image_flag = fi.both("ephemeral_encryption")
-    flavor_flag = _flag(flavor_text)
-    if (flavor_flag is not None and image_flag is not None
-            and flavor_flag != image_flag):
-        raise _refused(
-            f"Flavor {fi.flavor_name} has hw:ephemeral_encryption extra spec "
-            f"explicitly set to {flavor_text}, conflicting with image "
-            f"{fi.image_name} which has hw_eph_encryption property "
-            f"explicitly set to {image_flag}")
-    return bool(flavor_flag or image_flag)
+    _refuse_conflicting_flags(fi, "ephemeral_encryption", "hw_eph_encryption",
+                              flavor_text, image_flag)
+    return bool(_flag(flavor_text) or image_flag)
 
 
 def ephemeral_encryption_format(fi: FlavorImage) -> str | None:
