@@ -182,10 +182,10 @@ def _destination_node(value: Any, uuids: list[str]) -> str | None:
 def _destination_aggregates(value: Any, uuids: list[str]) -> tuple[list, set]:
     if not isinstance(value, dict):
         return [], set()
-    return (_names(value.get("aggregates"), "requested_destination.aggregates",
-                   uuids),
-            set(_names(value.get("forbidden_aggregates"),
-                       "requested_destination.forbidden_aggregates", uuids)))
+    return (string_list(value.get("aggregates"), "requested_destination.aggregates",
+                        uuids),
+            set(string_list(value.get("forbidden_aggregates"),
+                            "requested_destination.forbidden_aggregates", uuids)))
 
 
 def _destination(value: Any, uuids: list[str]) -> tuple[str, str | None] | None:
@@ -203,8 +203,9 @@ def _destination(value: Any, uuids: list[str]) -> tuple[str, str | None] | None:
     return host, node or None
 
 
-def _names(value: Any, field: str, uuids: list[str]) -> list[str]:
-    """A list (or set, as nova's sets arrive) of strings."""
+def string_list(value: Any, field: str, uuids: list[str]) -> list[str]:
+    """A list (or set, as nova's sets arrive) of strings; else refused, the
+    refusal naming ``field`` and the instances ``uuids``."""
     if value is None:
         return []
     if isinstance(value, (set, frozenset)):
@@ -239,14 +240,14 @@ def _request_group(value: Any, field: str, uuids: list[str]) -> RequestGroup:
     return RequestGroup(
         suffix=requester or "",
         resources=amounts,
-        required_traits=set(_names(value.get("required_traits"),
-                                   f"{field}.required_traits", uuids)),
-        forbidden_traits=set(_names(value.get("forbidden_traits"),
-                                    f"{field}.forbidden_traits", uuids)),
-        member_of=[frozenset(_names(clause, f"{field}.aggregates[{i}]", uuids))
+        required_traits=set(string_list(value.get("required_traits"),
+                                        f"{field}.required_traits", uuids)),
+        forbidden_traits=set(string_list(value.get("forbidden_traits"),
+                                         f"{field}.forbidden_traits", uuids)),
+        member_of=[frozenset(string_list(clause, f"{field}.aggregates[{i}]", uuids))
                    for i, clause in enumerate(aggregates)],
-        forbidden_aggs=set(_names(value.get("forbidden_aggregates"),
-                                  f"{field}.forbidden_aggregates", uuids)),
+        forbidden_aggs=set(string_list(value.get("forbidden_aggregates"),
+                                       f"{field}.forbidden_aggregates", uuids)),
         in_tree=in_tree or None,
         requester_id=requester or None,
     )
@@ -267,12 +268,12 @@ def _level_params(value: Any, uuids: list[str]) -> tuple[set, set, list]:
     if not isinstance(subtrees, (list, tuple)):
         raise _fail("request_level_params.same_subtree must be a list of lists "
                     "of group suffixes", uuids)
-    return (set(_names(params.get("root_required"),
-                       "request_level_params.root_required", uuids)),
-            set(_names(params.get("root_forbidden"),
-                       "request_level_params.root_forbidden", uuids)),
-            [frozenset(_names(item, f"request_level_params.same_subtree[{i}]",
-                              uuids)) for i, item in enumerate(subtrees)])
+    return (set(string_list(params.get("root_required"),
+                            "request_level_params.root_required", uuids)),
+            set(string_list(params.get("root_forbidden"),
+                            "request_level_params.root_forbidden", uuids)),
+            [frozenset(string_list(item, f"request_level_params.same_subtree[{i}]",
+                                   uuids)) for i, item in enumerate(subtrees)])
 
 
 def _id_dicts(value: Any, field: str, keys: tuple[str, ...],

@@ -135,16 +135,10 @@ def _opt_str(value: Any, where: str) -> str | None:
 
 
 def _str_list(value: Any, where: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, (set, frozenset)):
-        # nova's legacy group keys are sets; only a transport that skips
-        # JSON leaves them so.
-        value = sorted(value, key=str)
-    if not isinstance(value, (list, tuple)) or not all(
-            isinstance(item, str) for item in value):
-        raise _invalid(f"{where} must be a list of strings, got {value!r}")
-    return list(value)
+    # The legacy request's rule for a list of names (nova's sets, left so
+    # by a transport that skips JSON, sorted); a primitive's refusal names
+    # no instance.
+    return request.string_list(value, where, [])
 
 
 def _str_dict(value: Any, where: str) -> dict[str, str]:
