@@ -62,25 +62,36 @@ NO_VALID_HOST = "No valid host was found"
 PER_FILTER_REASON = re.compile(r"\d+/\d+ hosts available: .*\w+ removed \d+")
 
 
-@pytest.fixture(scope="module")
-def nova_cloud(rabbitmq, workdir, nova_venv):
+def module_cloud(make_cloud, scheduler: str, start):
+    """A module fixture's cloud: ``make_cloud()``, started by ``start(cloud)``
+    and settled, yielded to the module's tests, closed after them. The
+    module fails at once when MariaDB or the cloud's start does (its tests
+    could only fail one by one, slowly)."""
     if not novacloud.mysql_reachable():
         pytest.fail("MariaDB is not answering on 127.0.0.1:3306: run "
                     "tools/ensure_databases.sh (run_tests.sh does)", pytrace=False)
-    cloud = novacloud.NovaCloud(workdir("nova_cloud"), venv=nova_venv,
-                                api_db_proxy=SCHEDULER == "nova-sched")
+    cloud = make_cloud()
     try:
-        cloud.start(COMPUTES, scheduler=SCHEDULER)
-        # The last computes to register may not be read by the scheduler
-        # yet (seen once in CI: the first test's boot found 1 host of 4).
+        start(cloud)
+        # The last computes to register (and what else the start made in
+        # Placement) may not be read by the scheduler yet (seen once in
+        # CI: the first test's boot found 1 host of 4).
         cloud.settle()
-        print(f"cloud of {SCHEDULER} started in {cloud.timings['start']:.0f}s "
+        print(f"cloud of {scheduler} started in {cloud.timings['start']:.0f}s "
               f"({cloud.workdir})")
         yield cloud
     except novacloud.CloudError as err:
-        pytest.fail(f"the cloud did not start with {SCHEDULER}: {err}", pytrace=False)
+        pytest.fail(f"the cloud did not start with {scheduler}: {err}", pytrace=False)
     finally:
         cloud.close()
+
+
+@pytest.fixture(scope="module")
+def nova_cloud(rabbitmq, workdir, nova_venv):
+    yield from module_cloud(
+        lambda: novacloud.NovaCloud(workdir("nova_cloud"), venv=nova_venv,
+                                    api_db_proxy=SCHEDULER == "nova-sched"),
+        SCHEDULER, lambda cloud: cloud.start(COMPUTES, scheduler=SCHEDULER))
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ import pytest
 import novacloud
 import novacloud_stubs
 from novacloud import fault_of, host_of
-from test_nova_cloud import NO_VALID_HOST, Scenario
+from test_nova_cloud import NO_VALID_HOST, Scenario, module_cloud
 
 # nova-sched's NoValidHost reason counts the hosts it judged (CONTRACT
 # section 3), whether its constraints are filters or Placement's terms.
@@ -175,23 +175,11 @@ def start_cloud(cloud: novacloud.NovaCloud, scheduler: str) -> None:
 @pytest.fixture(scope="module")
 def placement_cloud(request, rabbitmq, workdir, nova_venv):
     """The cloud of the scheduler ``request.param``, shared by the module's tests."""
-    if not novacloud.mysql_reachable():
-        pytest.fail("MariaDB is not answering on 127.0.0.1:3306: run "
-                    "tools/ensure_databases.sh (run_tests.sh does)", pytrace=False)
     scheduler = request.param
-    cloud = novacloud.NovaCloud(workdir(f"placement_cloud_{scheduler}"), venv=nova_venv,
-                                nova_overrides=NOVA_OVERRIDES)
-    try:
-        start_cloud(cloud, scheduler)
-        # Let the scheduler read the last computes and the sharing provider.
-        cloud.settle()
-        print(f"cloud of {scheduler} started in {cloud.timings['start']:.0f}s "
-              f"({cloud.workdir})")
-        yield cloud
-    except novacloud.CloudError as err:
-        pytest.fail(f"the cloud did not start with {scheduler}: {err}", pytrace=False)
-    finally:
-        cloud.close()
+    yield from module_cloud(
+        lambda: novacloud.NovaCloud(workdir(f"placement_cloud_{scheduler}"),
+                                    venv=nova_venv, nova_overrides=NOVA_OVERRIDES),
+        scheduler, lambda cloud: start_cloud(cloud, scheduler))
 
 
 class PlacementScenario(Scenario):
