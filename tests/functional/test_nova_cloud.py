@@ -217,16 +217,21 @@ class Scenario:
             self.cloud.settle()
 
 
-@pytest.fixture
-def scenario(nova_cloud, tiny):
-    """An empty cloud before the test, and again after it."""
-    nova_cloud.assert_running()
-    assert nova_cloud.api.servers() == []
-    nova_cloud.wait_usage_zero()
-    sc = Scenario(nova_cloud)
+def scenario_in(cloud, make_scenario):
+    """A test's scenario, ``make_scenario(cloud)``: an empty cloud before
+    the test, and again after it."""
+    cloud.assert_running()
+    assert cloud.api.servers() == []
+    cloud.wait_usage_zero()
+    sc = make_scenario(cloud)
     yield sc
     sc.undo()
-    nova_cloud.assert_running()
+    cloud.assert_running()
+
+
+@pytest.fixture
+def scenario(nova_cloud, tiny):
+    yield from scenario_in(nova_cloud, Scenario)
 
 
 # -- 1 ------------------------------------------------------------------------

@@ -44,7 +44,7 @@ import pytest
 import novacloud
 import novacloud_stubs
 from novacloud import fault_of, host_of
-from test_nova_cloud import NO_VALID_HOST, Scenario, module_cloud
+from test_nova_cloud import NO_VALID_HOST, Scenario, module_cloud, scenario_in
 
 # nova-sched's NoValidHost reason counts the hosts it judged (CONTRACT
 # section 3), whether its constraints are filters or Placement's terms.
@@ -243,14 +243,7 @@ def node_of(server: dict) -> str | None:
 
 @pytest.fixture
 def scenario(placement_cloud):
-    """An empty cloud before the test, and again after it."""
-    placement_cloud.assert_running()
-    assert placement_cloud.api.servers() == []
-    placement_cloud.wait_usage_zero()
-    sc = PlacementScenario(placement_cloud)
-    yield sc
-    sc.undo()
-    placement_cloud.assert_running()
+    yield from scenario_in(placement_cloud, PlacementScenario)
 
 
 # -- PCPU ------------------------------------------------------------------------
