@@ -238,10 +238,14 @@ def _host_mask(ctx: RequestContext) -> np.ndarray:
     found = ctx.flat_hosts() & ctx.asked
     trees = ctx.tree_hosts()
     if trees is not None:
-        return found | trees
+        found |= trees
+        if ctx.tree_undecided is None:
+            return found
+        searched = ctx.tree_undecided
+    else:
+        searched = ctx.complex_roots & ctx.anchor_ok & ctx.asked
     if not ctx.empty:
-        for root in np.flatnonzero(ctx.complex_roots & ctx.anchor_ok & ctx.asked
-                                   & _possible(ctx)).tolist():
+        for root in np.flatnonzero(searched & _possible(ctx)).tolist():
             for cand in _anchor_candidates(ctx, root):
                 if root in cand[0]:
                     found[root] = True

@@ -518,10 +518,17 @@ class RequestContext:
         on it or its root, forbidden traits), every granular group by one
         provider of the tree or a sharing provider reaching it; a root is a
         host when, besides, some group can take from the root itself. None
-        for any other request (the per-tree search answers it)."""
+        for any other request (the per-tree search answers it).
+
+        Required traits of the unnumbered group are judged on the union of
+        the providers that contribute: a root holding them all that can
+        serve one of the group's classes itself is surely a host (a
+        candidate taking that class from it exists); the other roots that
+        pass without the traits are left to the per-tree search
+        (``tree_undecided``)."""
         unnumbered = self.rules.get("")
-        if unnumbered is not None and unnumbered.group.required_traits:
-            return None
+        required = unnumbered.group.required_traits if unnumbered is not None else ()
+        self.tree_undecided = None
         if self.request.same_subtree or (
                 self.request.group_policy == "isolate" and len(self.granular) > 1):
             return None
@@ -533,6 +540,7 @@ class RequestContext:
         if self.empty:
             return np.zeros(ix.n, dtype=bool)
         from_root = np.zeros(ix.n, dtype=bool)
+        unnumbered_from_root = np.zeros(ix.n, dtype=bool)
         if unnumbered is not None:
             group = unnumbered.group
             rule = np.ones(ix.n, dtype=bool)
@@ -552,6 +560,7 @@ class RequestContext:
                     self._reach_through(reach, shared & rule & summary)
                 ok &= reach
                 from_root |= serving
+                unnumbered_from_root |= serving
         for suffix in self.granular:
             rules = self.rules[suffix]
             serving = rules.single.copy()
@@ -561,7 +570,15 @@ class RequestContext:
             self._reach_through(reach, serving & ix.sharing)
             ok &= reach
             from_root |= serving
-        return ok & from_root
+        hosts = ok & from_root
+        if required:
+            traited = np.ones(ix.n, dtype=bool)
+            for trait in required:
+                traited &= ix.with_trait(trait)
+            sure = hosts & traited & unnumbered_from_root
+            self.tree_undecided = hosts & ~sure
+            return sure
+        return hosts
 
     def _reach_through(self, reach: np.ndarray, sharing: np.ndarray) -> None:
         """Mark in ``reach`` the anchors of the sharing providers of ``sharing``."""

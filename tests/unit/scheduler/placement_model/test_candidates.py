@@ -114,6 +114,27 @@ def test_required_trait_on_a_contributing_child_serves_the_tree():
         "mappings": {"": ["cn", "numa"]}}
 
 
+def test_a_required_trait_on_a_root_serving_only_a_granular_group_does_not_count():
+    # The unnumbered group's traits are judged on its own contributors: the
+    # root holds CUSTOM_SSD but gives only the granular group's VCPU.
+    model = model_of(
+        Provider(uuid="cn", traits=frozenset({"CUSTOM_SSD"}),
+                 inventories={"VCPU": Inventory(8)}),
+        child("numa", "cn", MEMORY_MB=Inventory(4096)))
+    request = ask({"MEMORY_MB": 512}, _1={"VCPU": 1})
+    request.unnumbered.required_traits = {"CUSTOM_SSD"}
+    search = candidates.search(model, [request])
+    assert search.hosts() == set() and search.all_candidates() == []
+    # With the root also serving the unnumbered group, it is a host.
+    model = model_of(
+        Provider(uuid="cn", traits=frozenset({"CUSTOM_SSD"}),
+                 inventories={"VCPU": Inventory(8), "DISK_GB": Inventory(10)}),
+        child("numa", "cn", MEMORY_MB=Inventory(4096)))
+    request = ask({"MEMORY_MB": 512, "DISK_GB": 1}, _1={"VCPU": 1})
+    request.unnumbered.required_traits = {"CUSTOM_SSD"}
+    assert candidates.search(model, [request]).hosts() == {"cn"}
+
+
 def test_forbidden_trait_on_a_root_that_contributes_nothing_is_ignored():
     model = model_of(Provider(uuid="cn", traits=frozenset({"CUSTOM_SSD"})),
                      child("numa", "cn", VCPU=Inventory(8)))
@@ -294,8 +315,9 @@ def test_index_follows_usages_and_new_providers():
 
 def test_tree_shortcut_agrees_with_building_candidates():
     # Trees (a root, NUMA children, a GPU) and sharing disks: hosts() takes
-    # a shortcut for requests of the unnumbered group without required
-    # traits; it must name the roots the per-tree search finds.
+    # a shortcut (masks) where groups cannot interfere, also for roots that
+    # hold the unnumbered group's required traits and serve one of its
+    # classes; it must name the roots the per-tree search finds.
     rnd = random.Random(11)
     providers = [Provider(uuid=f"nfs{i}", inventories={"DISK_GB": Inventory(100)},
                           usages={"DISK_GB": rnd.randint(0, 100)},
@@ -316,11 +338,16 @@ def test_tree_shortcut_agrees_with_building_candidates():
                 VCPU=Inventory(4, step_size=rnd.choice([1, 2]))))
     model = model_of(*providers)
     sharing = {"nfs0", "nfs1"}
-    for _ in range(150):
+    for _ in range(400):
         request = ask(dict(rnd.sample([("VCPU", rnd.randint(1, 4)), ("MEMORY_MB", 100),
                                        ("DISK_GB", rnd.randint(1, 60))], rnd.randint(1, 3))))
         if rnd.random() < 0.3:
             request.unnumbered.forbidden_traits = {rnd.choice(["CUSTOM_SSD", "HW_CPU_X86_AVX2"])}
+        elif rnd.random() < 0.4:
+            # Judged on the union of contributors: roots holding them that
+            # serve a class are settled by masks, the others searched.
+            request.unnumbered.required_traits = set(rnd.sample(
+                ["CUSTOM_SSD", "HW_CPU_X86_AVX2"], rnd.randint(1, 2)))
         if rnd.random() < 0.3:
             request.unnumbered.member_of = [frozenset(rnd.sample(["agg0", "agg1", "x"], 1))]
         if rnd.random() < 0.2:
