@@ -316,6 +316,7 @@ class Bench:
                 if self.args.warmup == 0:
                     mark()
                 load0 = os.getloadavg()[0]
+                hist0 = self.histograms(kind)
                 placement_log = self.cloud.workdir / "placement.log"
                 log0 = placement_log.stat().st_size
                 lines = self.driver([f"--calls={self.args.calls}",
@@ -329,6 +330,7 @@ class Bench:
                 (end[1] - start[1]) * 1000 / max(1, result["calls"]), 1)
             result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
             result["placement_requests"] = placement_requests(placement_log, log0)
+            result["daemon_histograms"] = histogram_quantiles(hist0, self.histograms(kind))
             with self.phases.timed("check claims in Placement", scheduler=kind, nodes=size):
                 result["check"] = self.check(calls)
             if (self.args.py_spy and kind == "nova-sched"
@@ -499,6 +501,25 @@ class Bench:
                 "load": [round(load0, 2), round(load1, 2)],
                 "idle": _per_second(idle0, idle1), "churn": _per_second(t0, t1)}
 
+    def histograms(self, kind: str) -> dict[str, float]:
+        """nova-sched's decision and claim histograms' buckets (/metrics)."""
+        if kind != "nova-sched":
+            return {}
+        try:
+            import requests
+            text = requests.get(
+                f"http://127.0.0.1:{self.cloud.prometheus_port()}/metrics", timeout=10).text
+        except Exception:
+            return {}
+        found = {}
+        for line in text.splitlines():
+            if line.startswith(("nova_sched_decision_seconds_bucket",
+                                "nova_sched_claim_seconds_bucket")):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    found[name] = float(value)
+        return found
+
     def reader_metrics(self, kind: str) -> dict[str, float]:
         """nova-sched's /metrics samples about its Placement reader (any
         whose name says placement_db or placement_database)."""
@@ -586,6 +607,29 @@ class Bench:
 
     def close(self) -> None:
         self.cloud.close()
+
+
+def histogram_quantiles(before: dict[str, float], after: dict[str, float]) -> dict:
+    """p50 and p99 of each histogram's observations between two scrapes,
+    as the upper bound of the bucket they fall in (warm-up calls
+    included), in ms."""
+    out = {}
+    for metric in ("nova_sched_decision_seconds", "nova_sched_claim_seconds"):
+        buckets = []
+        for name, value in after.items():
+            match = re.match(metric + r'_bucket\{le="([^"]+)"\}', name)
+            if match:
+                buckets.append((float(match.group(1)), value - before.get(name, 0.0)))
+        buckets.sort()
+        if not buckets or not buckets[-1][1]:
+            continue
+        total = buckets[-1][1]
+        quantiles = {}
+        for pct in (50, 99):
+            le = next(le for le, n in buckets if n >= total * pct / 100)
+            quantiles[f"p{pct}_ms_at_most"] = None if le == float("inf") else le * 1000
+        out[metric.replace("nova_sched_", "")] = {"count": int(total), **quantiles}
+    return out
 
 
 def _as_vcpu(wanted: dict[str, int]) -> dict[str, int]:
@@ -745,6 +789,11 @@ def table(report: dict) -> str:
                 f"{f(b['p50_ms'])} / {f(b['p99_ms'])} ({b['calls']}, {b['errors']})"
                 for b in r["by_flavor"].values()) + " |"
             for size, kind, r in flavored)
+    for size, by in report["results"].items():
+        for kind, r in by.items():
+            if r.get("daemon_histograms"):
+                out += (f"\n\n{kind}'s own histograms over the calls, {int(size):,} nodes "
+                        f"(bucket bounds, ms): {r['daemon_histograms']}")
     for size, by in report["results"].items():
         for kind, r in by.items():
             k = r.get("keep_up")
