@@ -15,6 +15,16 @@ compute node row's, read as nova writes it (``nova_formats``). Aggregates
 and zones are the API database's; a host's instances are the cells'
 ``instances`` not deleted.
 
+With ``[placement_database] connection`` Placement's whole model is read
+from Placement's own tables instead (``placement_db.PlacementModelReader``,
+its own thread): every provider of every tree with every resource class,
+traits and aggregates. The nodes' VCPU, MEMORY_MB and DISK_GB figures are
+then their root providers' in that model (copied at each refresh of the
+host table, only for providers that changed), the decision asks the model
+for allocation candidates (``decision.provider_candidates``), and this
+daemon's claims are counted in the model (``note_claimed``), not on top of
+the nodes' figures.
+
 Nothing is read on a request. A poller thread reads, every ``[nova_cells]
 refresh_interval`` seconds: the cell and host mappings and the aggregates
 (small tables, read whole); from each cell every nova-compute service
