@@ -58,8 +58,11 @@ COMPUTES = {
                 "reserved_host_memory_mb": 800000 - RESCHED_USABLE_MB},
 }
 NO_VALID_HOST = "No valid host was found"
-# nova-sched's reason names the filters (CONTRACT section 3).
-PER_FILTER_REASON = re.compile(r"\d+/\d+ hosts available: .*\w+ removed \d+")
+# nova-sched's reason names the filters (CONTRACT section 3), and with
+# Placement's model each of Placement's constraints ("Placement: 4 have no
+# MEMORY_MB capacity for 801024").
+PER_FILTER_REASON = re.compile(
+    r"\d+/\d+ hosts available: .*(\w+ removed \d+|Placement: \d+ \w+)")
 
 
 def module_cloud(make_cloud, scheduler: str, start):

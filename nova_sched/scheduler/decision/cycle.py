@@ -459,6 +459,9 @@ class SchedulingCycle:
                     raise
                 self.casts.written(riding)
                 self.host_manager.source.note_confirmed(claim)
+                # nova-scheduler's "Selected host" line, with the request's id.
+                LOG.debug("Instance %s claimed on %s/%s", uuid, chosen.host,
+                          chosen.nodename)
                 return [chosen] + rest
             except exception.ClaimFailed as err:
                 lost += 1

@@ -139,7 +139,7 @@ class FilterResult:
                 parts.append(f"{PLACEMENT_PREFIX}{count} {why}")
                 in_placement = True
         text = f"{len(self.rows)}/{self.considered} hosts available"
-        return f"{text}: {'; '.join(parts)}" if parts else text
+        return f"{text}: {', '.join(parts)}" if parts else text
 
 
 class HostFilterHandler:
