@@ -503,26 +503,18 @@ class Bench:
 
     def histograms(self, kind: str) -> dict[str, float]:
         """nova-sched's decision and claim histograms' buckets (/metrics)."""
-        if kind != "nova-sched":
-            return {}
-        try:
-            import requests
-            text = requests.get(
-                f"http://127.0.0.1:{self.cloud.prometheus_port()}/metrics", timeout=10).text
-        except Exception:
-            return {}
-        found = {}
-        for line in text.splitlines():
-            if line.startswith(("nova_sched_decision_seconds_bucket",
-                                "nova_sched_claim_seconds_bucket")):
-                name, _, value = line.rpartition(" ")
-                with contextlib.suppress(ValueError):
-                    found[name] = float(value)
-        return found
+        return self._metrics(kind, lambda line: line.startswith(
+            ("nova_sched_decision_seconds_bucket", "nova_sched_claim_seconds_bucket")))
 
     def reader_metrics(self, kind: str) -> dict[str, float]:
         """nova-sched's /metrics samples about its Placement reader (any
         whose name says placement_db or placement_database)."""
+        return self._metrics(kind, lambda line: not line.startswith("#")
+                             and "placement_d" in line)
+
+    def _metrics(self, kind: str, wanted) -> dict[str, float]:
+        """nova-sched's /metrics samples whose line ``wanted`` accepts
+        (nothing for nova-scheduler, or when the endpoint does not answer)."""
         if kind != "nova-sched":
             return {}
         try:
@@ -533,11 +525,10 @@ class Bench:
             return {}
         found = {}
         for line in text.splitlines():
-            if line.startswith("#") or "placement_d" not in line:
-                continue
-            name, _, value = line.rpartition(" ")
-            with contextlib.suppress(ValueError):
-                found[name] = float(value)
+            if wanted(line):
+                name, _, value = line.rpartition(" ")
+                with contextlib.suppress(ValueError):
+                    found[name] = float(value)
         return found
 
     # -- profile -------------------------------------------------------------------
