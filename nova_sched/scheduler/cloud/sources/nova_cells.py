@@ -472,13 +472,17 @@ class NovaCellsSource:
         given any) into the nodes' usage, and drop own claims the model's
         reads now count."""
         model = self.provider_model
+        # Taken before the model's lock, never inside it: note_confirmed and
+        # note_withdrawn take this source's lock, then the model's.
+        unread = set()
+        if every_node:
+            with self._lock:
+                unread = {uuid for uuid in self._node_ids if uuid not in self._usage}
         with model.lock:
             version = model.version
             changed = (model.changed_since(self._model_seen)
                        if version != self._model_seen else set())
-            if every_node:
-                with self._lock:
-                    changed |= {uuid for uuid in self._node_ids if uuid not in self._usage}
+            changed |= unread
             figures = {uuid: _root_figures(model.providers.get(uuid)) for uuid in changed}
             settled = self.placement_reader.pending()
         self._model_seen = version
