@@ -2,6 +2,7 @@
 
     python bench/nova_cloud_bench.py                       # 1,000 and 10,000 nodes, both schedulers
     python bench/nova_cloud_bench.py --sizes 1000 --calls 50
+    python bench/nova_cloud_bench.py --operations boot      # boots only (before issue 40)
     python bench/nova_cloud_bench.py --schedulers nova-scheduler
     python bench/nova_cloud_bench.py --py-spy              # plus a profile of nova-sched at the largest size
     python bench/nova_cloud_bench.py --json                # one JSON object on stdout, the table on stderr
@@ -33,8 +34,34 @@ needs them), then, per fleet size in increasing order:
    allocation, on the node the call returned, of exactly the flavor's
    VCPU / MEMORY_MB / DISK_GB (lost: none; doubled: more than one provider
    or amount; wrong node: another provider than the Selection's; stray:
-   allocations of consumers no call made), then stops the scheduler and
-   deletes the allocations (Placement's REST API) before the next one.
+   allocations of consumers no call made);
+4. steps 2 (the calls) and 3 again for each move of ``--operations``
+   (issue 40), on the same start of the scheduler, the boots' claims left
+   in place: ``live-migration`` and ``targeted``, below; then stops the
+   scheduler and deletes the allocations (Placement's REST API) before
+   the next one.
+
+The moves are what nova-conductor 34's ``LiveMigrationTask`` sends for an
+instance booted before (bench/nova_select_driver.py ``--operation`` says
+how it is built): per call, untimed, the driver claims the instance on a
+source node (node ``i * 7919`` mod the fleet) as a boot's scheduler did,
+then moves that allocation to a new migration consumer with nova's own
+``move_allocations`` (conductor's ``replace_allocation_with_migration``),
+so the scheduler must claim the instance as a new consumer; timed, one
+``select_destinations`` with ``return_alternates=False``, ``ignore_hosts``
+the source and ``requested_destination`` a ``Destination`` holding the
+instance's ``CellMapping`` (from the API database). ``targeted`` also
+names a host and node (half the fleet away from the source), as nova-api
+does for a live migration to a host without ``force`` (nova-scheduler
+then asks Placement with ``in_tree``); cold migration and evacuation to a
+named host send the same destination. The check adds, per move: the
+returned node is not the source (``on_source``), is the named one when
+targeted (``not_target``), and the migration's allocation is still
+exactly the flavor's on the source alone (``migration_changed``). The
+moves take the plain flavor whatever ``--flavors`` says. Their
+Placement CPU per call includes the set-up's requests (a claim, two
+reads and a move: about the call's own). ``--py-spy`` and ``--keep-up``
+come after every operation.
 
 Latency is the client's, from the call to nova's deserialised Selections;
 p50/p99 are nearest-rank over ``--calls`` (warm-up calls excluded). Also
@@ -100,6 +127,7 @@ import placement_rows  # noqa: E402
 import pyspy  # noqa: E402
 from e2e_bench import (_stat_fields, _TICK, cpu_seconds, memory_mb,  # noqa: E402
                        percentile, process_tree)
+from nova_select_driver import OPERATIONS  # noqa: E402
 
 SCHEDULERS = ("nova-scheduler", "nova-sched")
 PREFIX = "bench-node-"
@@ -143,7 +171,8 @@ class Bench:
                                          debug=False)
         self.python = str(self.cloud.bin / "python")
         self.phases = Phases()
-        self.results: dict[int, dict[str, dict]] = {}
+        # size -> scheduler -> operation -> figures
+        self.results: dict[int, dict[str, dict[str, dict]]] = {}
         self.profile: dict | None = None
         self.started = dt.datetime.now(dt.timezone.utc)
         self.info: dict = {}
@@ -296,57 +325,83 @@ class Bench:
         return lines
 
     # -- one measurement -------------------------------------------------------
-    def measure(self, kind: str, size: int) -> dict:
+    def measure(self, kind: str, size: int) -> dict[str, dict]:
+        """Each of ``--operations`` in turn on one start of the scheduler:
+        its figures and its check, by operation."""
         self.start(kind, size)
+        results: dict[str, dict] = {}
         try:
             self.sync_instances(kind, size)
-            pid = self.cloud.procs[kind].pid
-            calls = []
-            with self.phases.timed("warm-up and timed calls", scheduler=kind, nodes=size):
-                # The scheduler's and Placement's CPU over the timed calls only.
-                placement = self.cloud.procs["placement"].pid
-                cpu: dict[str, tuple[float, float]] = {}
-
-                def mark(line=None):
-                    cpu["start"] = (cpu_seconds(pid), cpu_seconds(placement))
-
-                def on_line(line):
-                    if line.get("i") == self.args.warmup - 1:
-                        mark()
-                if self.args.warmup == 0:
-                    mark()
-                load0 = os.getloadavg()[0]
-                hist0 = self.histograms(kind)
-                placement_log = self.cloud.workdir / "placement.log"
-                log0 = placement_log.stat().st_size
-                lines = self.driver([f"--calls={self.args.calls}",
-                                     f"--warmup={self.args.warmup}", *self.flavor_args()],
-                                    f"calls-{kind}-{size}", on_line=on_line)
-                end = (cpu_seconds(pid), cpu_seconds(placement))
-            calls = [line for line in lines if "i" in line]
-            start = cpu.get("start", end)
-            result = self.summarise(calls, end[0] - start[0], memory_mb(pid))
-            result["placement_cpu_ms_per_call"] = round(
-                (end[1] - start[1]) * 1000 / max(1, result["calls"]), 1)
-            result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
-            result["placement_requests"] = placement_requests(placement_log, log0)
-            result["daemon_histograms"] = histogram_quantiles(hist0, self.histograms(kind))
-            with self.phases.timed("check claims in Placement", scheduler=kind, nodes=size):
-                result["check"] = self.check(calls)
+            made: frozenset = frozenset()
+            for operation in self.args.operations:
+                results[operation], calls = self.operation(kind, size, operation, made)
+                # Still allocated: the next operations' checks must not call
+                # them stray.
+                made |= consumers(calls)
+            first = results[self.args.operations[0]]
+            # After every operation: the churn's claims are no call's.
             if (self.args.py_spy and kind == "nova-sched"
                     and size == max(self.args.sizes)):
-                self.profile = self.profiled(kind, size,
-                                             frozenset(c["uuid"] for c in calls))
-                result["check_profiled"] = self.profile.pop("check")
+                self.profile = self.profiled(kind, size, made)
+                first["check_profiled"] = self.profile.pop("check")
             if (self.args.keep_up and kind == "nova-sched"
                     and size == max(self.args.sizes)):
-                result["keep_up"] = self.keep_up(kind, size)
-            result["log_errors"] = self.log_errors(kind)
+                first["keep_up"] = self.keep_up(kind, size)
+            first["log_errors"] = self.log_errors(kind)
         finally:
             self.stop(kind)
         with self.phases.timed("delete claims", scheduler=kind, nodes=size):
             self.clean()
-        return result
+        return results
+
+    def operation(self, kind: str, size: int, operation: str,
+                  earlier: frozenset) -> tuple[dict, list[dict]]:
+        """``--warmup`` then ``--calls`` calls of one operation, summarised
+        and checked (``earlier``: the consumers of the operations before);
+        also the driver's lines of the calls."""
+        pid = self.cloud.procs[kind].pid
+        if operation == "boot":
+            name, extra = f"calls-{kind}-{size}", self.flavor_args()
+        else:
+            # The moves take the one plain flavor (their source claim is
+            # written on a root provider).
+            name = f"calls-{operation}-{kind}-{size}"
+            extra = [f"--operation={operation}", f"--nova-conf={self.cloud.nova_conf}",
+                     f"--nodes={size}", f"--cell-uuid={self.cloud.cell1_uuid}"]
+        with self.phases.timed("warm-up and timed calls", scheduler=kind, nodes=size,
+                               operation=operation):
+            # The scheduler's and Placement's CPU over the timed calls only.
+            placement = self.cloud.procs["placement"].pid
+            cpu: dict[str, tuple[float, float]] = {}
+
+            def mark(line=None):
+                cpu["start"] = (cpu_seconds(pid), cpu_seconds(placement))
+
+            def on_line(line):
+                if line.get("i") == self.args.warmup - 1:
+                    mark()
+            if self.args.warmup == 0:
+                mark()
+            load0 = os.getloadavg()[0]
+            hist0 = self.histograms(kind)
+            placement_log = self.cloud.workdir / "placement.log"
+            log0 = placement_log.stat().st_size
+            lines = self.driver([f"--calls={self.args.calls}",
+                                 f"--warmup={self.args.warmup}", *extra],
+                                name, on_line=on_line)
+            end = (cpu_seconds(pid), cpu_seconds(placement))
+        calls = [line for line in lines if "i" in line]
+        start = cpu.get("start", end)
+        result = self.summarise(calls, end[0] - start[0], memory_mb(pid))
+        result["placement_cpu_ms_per_call"] = round(
+            (end[1] - start[1]) * 1000 / max(1, result["calls"]), 1)
+        result["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
+        result["placement_requests"] = placement_requests(placement_log, log0)
+        result["daemon_histograms"] = histogram_quantiles(hist0, self.histograms(kind))
+        with self.phases.timed("check claims in Placement", scheduler=kind, nodes=size,
+                               operation=operation):
+            result["check"] = self.check(calls, earlier)
+        return result, calls
 
     def summarise(self, calls: list[dict], cpu: float, pss: float) -> dict:
         timed = [c for c in calls if not c["warmup"]]
@@ -385,7 +440,10 @@ class Bench:
         consumers of calls already checked, still allocated, not stray):
         inside the returned node's tree, the flavor's resource request
         exactly (child classes on a child provider, the rest on the root),
-        a required trait on the root."""
+        a required trait on the root. For a move (a line naming its
+        ``migration``): the returned node is not the source, is the named
+        one when targeted, and the migration's allocation is still the
+        flavor's on the source alone, as conductor left it."""
         rows = self.cloud.dbs.query("placement", """
             SELECT a.consumer_id AS consumer, rp.uuid AS rp, root.uuid AS root,
                    rc.name AS rc, a.used AS used
@@ -402,10 +460,22 @@ class Bench:
             JOIN resource_providers rp ON rp.id = rpt.resource_provider_id
             JOIN traits t ON t.id = rpt.trait_id WHERE t.name = %s""", trait)}
         lost, doubled, wrong, resources, no_trait, answered = [], [], [], [], [], 0
-        fallback = []
+        fallback, on_source, not_target, migration_changed = [], [], [], []
         for call in calls:
+            if "migration" in call:
+                held = {(r["rp"], r["rc"], r["used"]) for r in by_consumer.get(
+                    call["migration"], [])}
+                if held != {(call["source_uuid"], rc, n) for rc, n in FLAVOR.items()}:
+                    migration_changed.append({"migration": call["migration"],
+                                              "source": call["source_uuid"],
+                                              "allocations": sorted(held)})
             if "error" in call:
                 continue
+            if call.get("node_uuid") == call.get("source_uuid"):
+                on_source.append({"uuid": call["uuid"], "source": call["source"]})
+            if "target_uuid" in call and call["node_uuid"] != call["target_uuid"]:
+                not_target.append({"uuid": call["uuid"], "target": call["target_uuid"],
+                                   "returned": call["node_uuid"]})
             answered += 1
             held = by_consumer.get(call["uuid"], [])
             if not held:
@@ -439,12 +509,12 @@ class Bench:
             elif any(k.startswith("trait:") and k.endswith(trait) for k in specs) and \
                     call["node_uuid"] not in with_trait:
                 no_trait.append({"uuid": call["uuid"], "node": call["node_uuid"]})
-        made = {c["uuid"] for c in calls} | earlier
-        stray = sorted(set(by_consumer) - made)
+        stray = sorted(set(by_consumer) - consumers(calls) - earlier)
         return {"answered": answered, "claimed": answered - len(lost),
                 "lost": lost, "doubled": doubled, "wrong_node": wrong,
                 "wrong_resources": resources, "missing_trait": no_trait, "stray": stray,
-                "pcpu_claimed_as_vcpu": fallback}
+                "pcpu_claimed_as_vcpu": fallback, "on_source": on_source,
+                "not_target": not_target, "migration_changed": migration_changed}
 
     def clean(self) -> None:
         consumers = [r["consumer_id"] for r in self.cloud.dbs.query(
@@ -582,18 +652,28 @@ class Bench:
             "machine": {"cores": os.cpu_count(), "load_at_start": os.getloadavg()[0]},
             "nova_sched_config": self.nova_sched_overrides() if self.cloud.cell1_uuid else None,
             **self.info, "calls": self.args.calls, "warmup": self.args.warmup,
-            "results": {str(k): v for k, v in self.results.items()},
+            "operations": self.args.operations,
+            # operation -> size -> scheduler -> figures
+            "results": {operation: {str(size): {kind: by_op[operation]
+                                                for kind, by_op in by.items()
+                                                if operation in by_op}
+                                    for size, by in self.results.items()}
+                        for operation in self.args.operations},
             "ratios": self.ratios(), "phases": self.phases.rows,
             "profile": self.profile, "workdir": str(self.workdir),
         }
 
     def ratios(self) -> dict:
-        out = {}
-        for size, by in self.results.items():
-            a, b = by.get("nova-scheduler"), by.get("nova-sched")
-            if a and b and b["p50_ms"] and b["p99_ms"] and a["p50_ms"] and a["p99_ms"]:
-                out[str(size)] = {"p50": round(a["p50_ms"] / b["p50_ms"], 1),
-                                  "p99": round(a["p99_ms"] / b["p99_ms"], 1)}
+        """operation -> size -> nova-scheduler's p50 and p99 over nova-sched's."""
+        out: dict[str, dict] = {}
+        for operation in self.args.operations:
+            mine = out.setdefault(operation, {})
+            for size, by in self.results.items():
+                a = by.get("nova-scheduler", {}).get(operation)
+                b = by.get("nova-sched", {}).get(operation)
+                if a and b and b["p50_ms"] and b["p99_ms"] and a["p50_ms"] and a["p99_ms"]:
+                    mine[str(size)] = {"p50": round(a["p50_ms"] / b["p50_ms"], 1),
+                                       "p99": round(a["p99_ms"] / b["p99_ms"], 1)}
         return out
 
     def close(self) -> None:
@@ -628,6 +708,12 @@ def _as_vcpu(wanted: dict[str, int]) -> dict[str, int]:
     out = dict(wanted)
     out["VCPU"] = out.pop("PCPU")
     return out
+
+
+def consumers(calls: list[dict]) -> frozenset:
+    """Placement consumers the calls made: the instances, and the
+    migrations a move's set-up wrote."""
+    return frozenset(c[k] for c in calls for k in ("uuid", "migration") if k in c)
 
 
 def threads_cpu(root: int) -> dict[str, float]:
@@ -738,14 +824,94 @@ def placement_requests(log: Path, offset: int) -> dict[str, int]:
 
 
 # -- output -------------------------------------------------------------------
+# What each operation's section of the table is headed with.
+TITLES = {
+    "boot": "boot: select_destinations with alternates, a new instance",
+    "live-migration": "live migration: no host named, no alternates, the source "
+                      "ignored, the instance's cell",
+    "targeted": "targeted move: a named host and node (Placement's in_tree), no "
+                "alternates, the source ignored, the instance's cell",
+}
+
+
+def each(report: dict):
+    """(operation, size, scheduler, figures) of the report, in its order."""
+    for operation, sizes in report["results"].items():
+        for size, by in sizes.items():
+            for kind, r in by.items():
+                yield operation, size, kind, r
+
+
 def table(report: dict) -> str:
     def f(x, digits=1):
         return "-" if x is None else f"{x:,.{digits}f}"
+    lines = []
+    for operation, sizes in report["results"].items():
+        lines += [f"{TITLES[operation]}:" if not lines else f"\n{TITLES[operation]}:",
+                  *_rows(sizes, report["ratios"].get(operation, {}), f)]
+    out = "\n".join(lines)
+    flavored = [(size, kind, r) for _, size, kind, r in each(report) if r.get("by_flavor")]
+    if flavored:
+        out += ("\n\nper flavor (p50 / p99 ms, calls, errors):\n"
+                "| nodes | scheduler | " + " | ".join(flavored[0][2]["by_flavor"]) + " |\n"
+                "|---|---|" + "---|" * len(flavored[0][2]["by_flavor"]) + "\n")
+        out += "\n".join(
+            f"| {int(size):,} | {kind} | " + " | ".join(
+                f"{f(b['p50_ms'])} / {f(b['p99_ms'])} ({b['calls']}, {b['errors']})"
+                for b in r["by_flavor"].values()) + " |"
+            for size, kind, r in flavored)
+    for operation, size, kind, r in each(report):
+        if r.get("daemon_histograms"):
+            out += (f"\n\n{kind}'s own histograms over the {operation} calls, "
+                    f"{int(size):,} nodes (bucket bounds, ms): {r['daemon_histograms']}")
+    for _, size, kind, r in each(report):
+        k = r.get("keep_up")
+        if not k:
+            continue
+        out += (f"\n\nkeeping up, {int(size):,} nodes, {kind}: {k['seconds']:.0f} s, "
+                f"claims written {k['written']}, load {k['load'][0]:.1f} - "
+                f"{k['load'][1]:.1f}")
+        for label in ("idle", "churn"):
+            part = k[label]
+            out += (f"\n  {label}: {part['cpu_ms_per_s']} CPU ms/s; by thread "
+                    f"{part['cpu_ms_per_s_by_thread']}; reader metrics per s "
+                    f"{part['metrics_per_s'] or '(none exposed)'}; its reader's "
+                    f"queries run beside it: {sum(part['shadow_rows_per_s'].values()):,.0f} "
+                    f"rows/s {part['shadow_rows_per_s']} over {part['shadow_polls']} "
+                    f"polls, {part['shadow_cpu_ms_per_s']} CPU ms/s")
+    out += "\n\nwarm-up calls (ms; not in the figures):\n" + "\n".join(
+        f"  {operation}, {int(size):,} nodes, {kind}: "
+        + ", ".join("failed" if ms is None else f"{ms:,.0f}" for ms in r["warmup_ms"])
+        + "".join(f"\n    failed: {e}" for e in r.get("warmup_errors", []))
+        for operation, size, kind, r in each(report))
+    out += "\n\nPlacement's requests during the calls (warm-up and a move's set-up included):\n" + "\n".join(
+        f"  {operation}, {int(size):,} nodes, {kind}: "
+        + ", ".join(f"{k} {v}" for k, v in r.get("placement_requests", {}).items())
+        for operation, size, kind, r in each(report))
+    phases = "\n".join(
+        f"  {row['seconds']:8.1f} s  {row['phase']}"
+        + "".join(f", {k} {v}" for k, v in row.items() if k not in ("phase", "seconds"))
+        for row in report["phases"])
+    out += f"\n\nphases:\n{phases}"
+    profile = report.get("profile")
+    if profile and profile.get("top"):
+        top = profile["top"]
+        out += (f"\n\npy-spy, nova-sched, {profile['calls']} further calls "
+                f"(p50 {f(profile['p50_ms'])} ms under the profiler), "
+                f"{top['samples']} samples:\n  self:\n"
+                + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["self"])
+                + "\n  total:\n" + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["total"]))
+    return out
+
+
+def _rows(sizes: dict, ratios: dict, f) -> list[str]:
+    """One operation's rows of the table: per size, each scheduler's
+    figures and their ratio."""
     lines = ["| nodes | scheduler | p50 ms | p99 ms | mean | min / max | CPU ms/call "
              "(Placement's) | PSS MB | calls (errors) | lost / doubled / wrong node / stray "
              "| load 1 min |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for size, by in report["results"].items():
+    for size, by in sizes.items():
         for kind, r in by.items():
             c = r["check"]
             lines.append(
@@ -764,82 +930,33 @@ def table(report: dict) -> str:
                              f"claims not the flavor's resources, "
                              f"{len(c['missing_trait'])} without the required trait** "
                              "| | | | | | | | | |")
-        ratio = report["ratios"].get(size)
+            if c.get("on_source") or c.get("not_target") or c.get("migration_changed"):
+                lines.append(f"| {int(size):,} | {kind}: **{len(c['on_source'])} moves "
+                             f"to their source, {len(c['not_target'])} not to the named "
+                             f"node, {len(c['migration_changed'])} migration allocations "
+                             "changed** | | | | | | | | | |")
+        ratio = ratios.get(size)
         if ratio:
             lines.append(f"| {int(size):,} | **nova-scheduler / nova-sched** | "
                          f"**{ratio['p50']:,}x** | **{ratio['p99']:,}x** | | | | | | | |")
-    out = "\n".join(lines)
-    flavored = [(size, kind, r) for size, by in report["results"].items()
-                for kind, r in by.items() if r.get("by_flavor")]
-    if flavored:
-        out += ("\n\nper flavor (p50 / p99 ms, calls, errors):\n"
-                "| nodes | scheduler | " + " | ".join(flavored[0][2]["by_flavor"]) + " |\n"
-                "|---|---|" + "---|" * len(flavored[0][2]["by_flavor"]) + "\n")
-        out += "\n".join(
-            f"| {int(size):,} | {kind} | " + " | ".join(
-                f"{f(b['p50_ms'])} / {f(b['p99_ms'])} ({b['calls']}, {b['errors']})"
-                for b in r["by_flavor"].values()) + " |"
-            for size, kind, r in flavored)
-    for size, by in report["results"].items():
-        for kind, r in by.items():
-            if r.get("daemon_histograms"):
-                out += (f"\n\n{kind}'s own histograms over the calls, {int(size):,} nodes "
-                        f"(bucket bounds, ms): {r['daemon_histograms']}")
-    for size, by in report["results"].items():
-        for kind, r in by.items():
-            k = r.get("keep_up")
-            if not k:
-                continue
-            out += (f"\n\nkeeping up, {int(size):,} nodes, {kind}: {k['seconds']:.0f} s, "
-                    f"claims written {k['written']}, load {k['load'][0]:.1f} - "
-                    f"{k['load'][1]:.1f}")
-            for label in ("idle", "churn"):
-                part = k[label]
-                out += (f"\n  {label}: {part['cpu_ms_per_s']} CPU ms/s; by thread "
-                        f"{part['cpu_ms_per_s_by_thread']}; reader metrics per s "
-                        f"{part['metrics_per_s'] or '(none exposed)'}; its reader's "
-                        f"queries run beside it: {sum(part['shadow_rows_per_s'].values()):,.0f} "
-                        f"rows/s {part['shadow_rows_per_s']} over {part['shadow_polls']} "
-                        f"polls, {part['shadow_cpu_ms_per_s']} CPU ms/s")
-    out += "\n\nwarm-up calls (ms; not in the figures):\n" + "\n".join(
-        f"  {int(size):,} nodes, {kind}: "
-        + ", ".join("failed" if ms is None else f"{ms:,.0f}" for ms in r["warmup_ms"])
-        + "".join(f"\n    failed: {e}" for e in r.get("warmup_errors", []))
-        for size, by in report["results"].items() for kind, r in by.items())
-    out += "\n\nPlacement's requests during the calls (warm-up included):\n" + "\n".join(
-        f"  {int(size):,} nodes, {kind}: "
-        + ", ".join(f"{k} {v}" for k, v in r.get("placement_requests", {}).items())
-        for size, by in report["results"].items() for kind, r in by.items())
-    phases = "\n".join(
-        f"  {row['seconds']:8.1f} s  {row['phase']}"
-        + "".join(f", {k} {v}" for k, v in row.items() if k not in ("phase", "seconds"))
-        for row in report["phases"])
-    out += f"\n\nphases:\n{phases}"
-    profile = report.get("profile")
-    if profile and profile.get("top"):
-        top = profile["top"]
-        out += (f"\n\npy-spy, nova-sched, {profile['calls']} further calls "
-                f"(p50 {f(profile['p50_ms'])} ms under the profiler), "
-                f"{top['samples']} samples:\n  self:\n"
-                + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["self"])
-                + "\n  total:\n" + "\n".join(f"    {p:5.1f}%  {n}" for n, p in top["total"]))
-    return out
+    return lines
 
 
 def bad(report: dict) -> list[str]:
     problems = []
-    for size, by in report["results"].items():
-        for kind, r in by.items():
-            for check in (r["check"], r.get("check_profiled")):
-                if not check:
-                    continue
-                for key in ("lost", "doubled", "wrong_node", "wrong_resources",
-                            "missing_trait", "stray"):
-                    if check[key]:
-                        problems.append(f"{kind} at {size} nodes: {key} {check[key][:5]}")
-            if r["errors"]:
-                problems.append(f"{kind} at {size} nodes: {r['errors']} calls failed: "
-                                f"{r['first_errors']}")
+    for operation, size, kind, r in each(report):
+        for check in (r["check"], r.get("check_profiled")):
+            if not check:
+                continue
+            for key in ("lost", "doubled", "wrong_node", "wrong_resources",
+                        "missing_trait", "stray", "on_source", "not_target",
+                        "migration_changed"):
+                if check.get(key):
+                    problems.append(f"{kind}, {operation} at {size} nodes: "
+                                    f"{key} {check[key][:5]}")
+        if r["errors"]:
+            problems.append(f"{kind}, {operation} at {size} nodes: {r['errors']} calls "
+                            f"failed: {r['first_errors']}")
     return problems
 
 
@@ -853,6 +970,10 @@ def main() -> int:
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS),
                         type=lambda s: [x for x in s.split(",") if x],
                         help="which, in this order (default nova-scheduler,nova-sched)")
+    parser.add_argument("--operations", default=",".join(OPERATIONS),
+                        type=lambda s: [x for x in s.split(",") if x],
+                        help="which select_destinations, boots first: boot, "
+                        "live-migration, targeted (default all three)")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--shapes", choices=placement_rows.SHAPES, default="plain",
@@ -885,6 +1006,12 @@ def main() -> int:
     for kind in args.schedulers:
         if kind not in SCHEDULERS:
             parser.error(f"unknown scheduler {kind!r}: {', '.join(SCHEDULERS)}")
+    for operation in args.operations:
+        if operation not in OPERATIONS:
+            parser.error(f"unknown operation {operation!r}: {', '.join(OPERATIONS)}")
+    # In OPERATIONS' order: boots first, as before issue 40, so that their
+    # figures are taken on a scheduler in the same state as before.
+    args.operations = [o for o in OPERATIONS if o in args.operations]
 
     bench = Bench(args)
     say(f"work directory {bench.workdir}")
