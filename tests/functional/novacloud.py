@@ -30,7 +30,19 @@ For outages and more daemons: ``stop_placement()`` / ``start_placement()``
 (same port), ``api_db_proxy`` (nova-sched's way to nova's API database, a
 ``cloudlib.TcpProxy`` with ``stop()`` / ``start()``), ``start_nova_sched(name=...)``
 for another daemon beside the cloud's own and ``stop_nova_sched(name)``,
-``healthz(name)``.
+``healthz(name)``; ``restart_compute(host)`` after ``stop(f"nova-compute-{host}")``.
+
+Two cells (``NovaCloud(workdir, cells=2)``): cell2 beside cell1, mapped
+with ``nova-manage cell_v2 create_cell``, with its own database, its own
+vhost and its own conductor (``nova-conductor-cell2``), as a split
+deployment has them; the cloud's nova-conductor is the superconductor (the
+top-level transport and the API database) and cell1's conductor; nova-api
+and the scheduler are on the top level. A compute joins cell2 with
+``start_compute(host, driver, cell="cell2")`` (or ``"cell": "cell2"`` in
+``start``'s computes); ``cell_uuids`` and ``compute_cells`` say what is
+where. ``cell_db_proxy=True`` puts cell2's mapping behind
+``cell_db_proxies["cell2"]`` (a TcpProxy) to cut cell2's database from
+the mapping's readers.
 No keystone: nova-api's ``authtoken`` filter is novacloud_stubs'
 ``auth_filter_factory`` (an admin of one project), Placement runs with
 ``noauth2`` and the token ``admin``.
@@ -118,13 +130,15 @@ class CloudError(RuntimeError):
 
 # -- a TCP forwarder that can be cut ----------------------------------------------
 class Databases:
-    """The cloud's four databases on the machine's MariaDB."""
+    """The cloud's databases on the machine's MariaDB: the API's, cell0's,
+    one per cell (cell1, cell2...) and Placement's."""
 
     NAMES = ("api", "cell0", "cell1", "placement")
 
-    def __init__(self, tag: str):
+    def __init__(self, tag: str, cells: int = 1):
         self.prefix = f"novacloud_p{os.getpid()}_{tag}"
-        self.names = {name: f"{self.prefix}_{name}" for name in self.NAMES}
+        names = self.NAMES + tuple(f"cell{n}" for n in range(2, cells + 1))
+        self.names = {name: f"{self.prefix}_{name}" for name in names}
         self.created: list[str] = []
 
     @staticmethod
@@ -522,13 +536,28 @@ class NovaCloud:
 
     def __init__(self, workdir: Path, name: str = "nova", venv: Path | None = None,
                  debug: bool | None = None, nova_overrides: dict | None = None,
-                 api_db_proxy: bool = False):
+                 api_db_proxy: bool = False, cells: int = 1,
+                 cell_db_proxy: bool = False):
         """``nova_overrides``: {group: {option: value}} merged into nova.conf
         (every nova process reads it); ``debug``: nova's and Placement's
         debug logs (default: ``$NOVA_SCHED_CLOUD_DEBUG``); ``api_db_proxy``:
         nova-sched reaches nova's API database through ``self.api_db_proxy``
         (a cloudlib.TcpProxy of this process, to cut that database from nova-sched
-        alone), every other process directly."""
+        alone), every other process directly.
+
+        ``cells``: 1 (cell1) or 2 (cell1 and cell2; cell0 always). cell2
+        has its own database, its own RabbitMQ vhost and its own conductor
+        (``nova-conductor-cell2``); the cloud's nova-conductor is the
+        superconductor and cell1's conductor. ``cell_db_proxy`` (with
+        ``cells=2``): cell2's cell mapping names its database through
+        ``self.cell_db_proxies["cell2"]``, so that ``stop()`` cuts it from
+        every reader of the mapping (the scheduler, nova-api, the
+        superconductor, nova-manage) while cell2's conductor keeps its
+        direct connection."""
+        if cells not in (1, 2):
+            raise ValueError(f"cells={cells}: a cloud has one or two cells")
+        if cell_db_proxy and cells < 2:
+            raise ValueError("cell_db_proxy needs cells=2 (it cuts cell2's database)")
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.venv = Path(venv) if venv else default_venv()
@@ -539,10 +568,17 @@ class NovaCloud:
         self.debug = debug
         self.nova_overrides = nova_overrides or {}
         self.broker: cloudlib.Broker | None = None
-        self.dbs = Databases(self.tag.replace("-", "_"))
+        self.cells = [f"cell{n}" for n in range(1, cells + 1)]
+        self.dbs = Databases(self.tag.replace("-", "_"), cells)
+        # cell name -> its private vhost; cell1's is ``broker``, the
+        # top level's (nova-api, the scheduler, the superconductor).
+        self.cell_brokers: dict[str, cloudlib.Broker] = {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs: dict[str, Path] = {}
         self.computes: dict[str, str] = {}      # host -> driver
+        self.compute_cells: dict[str, str] = {}   # host -> cell name
+        self._compute_args: dict[str, dict[str, Any]] = {}   # for restart_compute
+        self._compute_env: dict[str, dict[str, str]] = {}    # restart_compute's
         self.scheduler: str | None = None      # "nova-sched" / "nova-scheduler"
         self.etc = self.workdir / "etc"
         self.nova_dir = self.etc / "nova"
@@ -552,17 +588,33 @@ class NovaCloud:
         self.sched_conf = self.workdir / "nova-sched.conf"
         self.ports: dict[str, int] = {}
         self.cell1_uuid: str | None = None
+        self.cell_uuids: dict[str, str] = {}      # cell name -> uuid (cell0 not)
         self.timings: dict[str, float] = {}
         self._api: ComputeClient | None = None
         self._placement: PlacementClient | None = None
         self._want_api_db_proxy = api_db_proxy
         self.api_db_proxy: cloudlib.TcpProxy | None = None
+        self._want_cell_db_proxy = cell_db_proxy
+        self.cell_db_proxies: dict[str, cloudlib.TcpProxy] = {}
         self._opened = False
 
     # -- endpoints -------------------------------------------------------------
     @property
     def transport_url(self) -> str:
         return self.broker.url
+
+    def cell_transport_url(self, cell: str) -> str:
+        """The transport of a cell's conductor and computes (cell1's is the
+        top-level one)."""
+        if cell == "cell1":
+            return self.transport_url
+        return self.cell_brokers[cell].url
+
+    def cell_db_url(self, cell: str) -> str:
+        """A cell's database as its cell mapping names it (through its
+        proxy, when it has one)."""
+        proxy = self.cell_db_proxies.get(cell)
+        return self.dbs.url(cell, proxy.port if proxy else None)
 
     @property
     def placement_url(self) -> str:
@@ -619,11 +671,19 @@ class NovaCloud:
             raise CloudError("could not make a private RabbitMQ vhost "
                              "(nova's topic names are fixed)")
         self._opened = True
+        for cell in self.cells[1:]:
+            broker = cloudlib.Broker(f"{self.tag}_{cell}").open()
+            self.cell_brokers[cell] = broker
+            if not broker.vhost:
+                raise CloudError(f"could not make {cell}'s private RabbitMQ vhost")
         self.dbs.create()
         for name in ("placement", "api", "services", "prometheus"):
             self.ports[name] = free_port()
         if self._want_api_db_proxy:
             self.api_db_proxy = cloudlib.TcpProxy((MYSQL_HOST, MYSQL_PORT)).start()
+        if self._want_cell_db_proxy:
+            self.cell_db_proxies["cell2"] = cloudlib.TcpProxy(
+                (MYSQL_HOST, MYSQL_PORT)).start()
         self.write_configs()
 
     def write_configs(self) -> None:
@@ -654,6 +714,37 @@ class NovaCloud:
         if replaced != 1:
             raise CloudError("nova's api-paste.ini has no [filter:authtoken] to replace")
         (self.nova_dir / "api-paste.ini").write_text(paste)
+        for cell in self.cells[1:]:
+            self.cell_conf(cell).write_text(ini(self.cell_sections(cell)))
+
+    def cell_conf(self, cell: str) -> Path:
+        """The nova.conf of cell2's conductor and computes (cell1's
+        processes read ``nova_conf``)."""
+        return self.nova_dir / f"nova-{cell}.conf"
+
+    def cell_sections(self, cell: str) -> dict[str, dict[str, Any]]:
+        """The whole config of a cell's own processes (cell2's conductor and
+        computes; cell1's conductor is the superconductor): the cell's
+        transport and database.
+
+        No [api_database], as devstack's superconductor mode writes it: a
+        cell conductor that could read the API database would hide the
+        upcalls a real split deployment cannot make, and nova is written
+        for its absence (the Selection carries the alternate's zone, so a
+        reschedule needs no aggregate; targets_cell and
+        raise_if_old_compute skip the API database when
+        ``api_database.connection`` is None). A compute must not have it
+        either: with it, nova-compute's start asks its conductor for every
+        cell's minimum service version, which cell2's conductor cannot
+        answer (CantStartEngineError). The database is direct, not through
+        a cell_db_proxy: cutting the mapping's way to the cell must leave
+        the cell itself working.
+        """
+        sections = merge(self.nova_sections(), self.nova_overrides)
+        del sections["api_database"]
+        sections["DEFAULT"]["transport_url"] = self.cell_transport_url(cell)
+        sections["database"] = {"connection": self.dbs.url(cell)}
+        return sections
 
     def nova_sections(self) -> dict[str, dict[str, Any]]:
         stubs = f"http://127.0.0.1:{self.ports['services']}"
@@ -742,14 +833,20 @@ class NovaCloud:
         """Schemas of the four databases and the cell mappings.
 
         Four chains in parallel (each nova-manage is seconds of imports):
-        Placement's schema; the API schema then cell0's mapping then cell1's;
-        cell1's schema; cell0's schema (``db sync --local_cell`` with cell0's
-        URL in a second config file).
+        Placement's schema; the API schema then cell0's mapping then cell1's
+        (then cell2's); cell1's schema; cell0's schema (``db sync
+        --local_cell`` with cell0's URL in a second config file); cell2's
+        schema likewise, a fifth chain, in a two-cell cloud.
         """
         t0 = time.monotonic()
         cell0_conf = self.nova_dir / "cell0.conf"
         cell0_conf.write_text(ini({"database": {"connection": self.dbs.url("cell0")}}))
         manage = [str(self.bin / "nova-manage"), "--config-file", str(self.nova_conf)]
+        cells_after = []
+        for cell in self.cells[1:]:
+            cell_conf = self.nova_dir / f"{cell}.conf"
+            cell_conf.write_text(ini({"database": {"connection": self.dbs.url(cell)}}))
+            cells_after.append((cell, cell_conf))
         chains = {
             "placement-manage": [[str(self.bin / "placement-manage"), "--config-file",
                                   str(self.placement_conf), "db", "sync"]],
@@ -757,10 +854,17 @@ class NovaCloud:
                 manage + ["api_db", "sync"],
                 manage + ["cell_v2", "map_cell0", "--database_connection",
                           self.dbs.url("cell0")],
-                manage + ["cell_v2", "create_cell", "--name", "cell1"]],
+                manage + ["cell_v2", "create_cell", "--name", "cell1"],
+                *[manage + ["cell_v2", "create_cell", "--name", cell,
+                            "--transport-url", self.cell_transport_url(cell),
+                            "--database_connection", self.cell_db_url(cell)]
+                  for cell, _ in cells_after]],
             "nova-manage-cell1": [manage + ["db", "sync", "--local_cell"]],
             "nova-manage-cell0": [manage + ["--config-file", str(cell0_conf),
                                             "db", "sync", "--local_cell"]],
+            **{f"nova-manage-{cell}": [manage + ["--config-file", str(conf),
+                                                 "db", "sync", "--local_cell"]]
+               for cell, conf in cells_after},
         }
         errors: list[BaseException] = []
 
@@ -778,9 +882,9 @@ class NovaCloud:
             thread.join()
         if errors:
             raise errors[0]
-        rows = self.dbs.query("api", "SELECT uuid FROM cell_mappings WHERE name = %s",
-                              "cell1")
-        self.cell1_uuid = rows[0]["uuid"]
+        rows = self.dbs.query("api", "SELECT name, uuid FROM cell_mappings")
+        self.cell_uuids = {r["name"]: r["uuid"] for r in rows if r["name"] in self.cells}
+        self.cell1_uuid = self.cell_uuids["cell1"]
         self.timings["deploy"] = time.monotonic() - t0
 
     def start_services(self) -> None:
@@ -792,6 +896,10 @@ class NovaCloud:
         self.start_placement(wait=False)
         self.spawn("nova-conductor", [str(self.bin / "nova-conductor"),
                                       "--config-file", str(self.nova_conf)])
+        for cell in self.cells[1:]:
+            self.spawn(f"nova-conductor-{cell}", [
+                str(self.bin / "nova-conductor"),
+                "--config-file", str(self.cell_conf(cell))])
         # nova-api imports the auth filter from novacloud_stubs.
         self.spawn("nova-api", [python, stubs, "wsgi", "nova", "--port",
                                 str(self.ports["api"])], env=self._env([HERE]))
@@ -896,29 +1004,72 @@ class NovaCloud:
         return resp.status_code, resp.text.strip()
 
     def start_compute(self, host: str, driver: str = "fake.FakeDriver",
-                      **options: Any) -> subprocess.Popen:
-        """nova-compute HOST with a fake driver (nova's, ``fake.FakeDriver``,
-        or this project's, ``provider_tree_drivers.PinnedCPUDriver`` from
-        tests/functional/plugins/); ``options`` go to its
-        ``[DEFAULT]`` (e.g. ``reserved_host_memory_mb``), or a dict per group
-        under ``groups={"group": {...}}``."""
+                      cell: str = "cell1", **options: Any) -> subprocess.Popen:
+        """nova-compute HOST of ``cell`` with a fake driver (nova's,
+        ``fake.FakeDriver``, or this project's,
+        ``provider_tree_drivers.PinnedCPUDriver`` from
+        tests/functional/plugins/); ``options`` go to its ``[DEFAULT]``
+        (e.g. ``reserved_host_memory_mb``), or a dict per group under
+        ``groups={"group": {...}}``. The host is a candidate once
+        ``discover_hosts`` maps it."""
+        if cell not in self.cells:
+            raise ValueError(f"no cell {cell!r} in this cloud: {self.cells}")
+        self._compute_args[host] = {"driver": driver, "cell": cell,
+                                    **options}
         state = self.workdir / "state" / host
         state.mkdir(parents=True, exist_ok=True)
         groups = options.pop("groups", {})
         conf = self.nova_dir / f"compute-{host}.conf"
+        default = {"host": host, "compute_driver": driver, "state_path": state,
+                   "instances_path": state / "instances", **options}
+        if cell != "cell1":
+            # Its cell's config has it already; said again here so that the
+            # host's own file shows which vhost it is on.
+            default["transport_url"] = self.cell_transport_url(cell)
         conf.write_text(ini(merge({
-            "DEFAULT": {"host": host, "compute_driver": driver, "state_path": state,
-                        "instances_path": state / "instances", **options},
+            "DEFAULT": default,
             "oslo_concurrency": {"lock_path": state / "lock"},
         }, groups)))
         self.computes[host] = driver
+        self.compute_cells[host] = cell
         # A driver of this project's (tests/functional/plugins/<module>.py)
         # is loaded by a launcher: nova reads compute_driver under nova.virt only.
         plugin = PLUGINS / (driver.split(".", 1)[0] + ".py")
         command = ([str(self.bin / "python"), str(PLUGINS / "nova_compute_plugins.py")]
                    if plugin.exists() else [str(self.bin / "nova-compute")])
+        base = self.nova_conf if cell == "cell1" else self.cell_conf(cell)
         return self.spawn(f"nova-compute-{host}", [
-            *command, "--config-file", str(self.nova_conf), "--config-file", str(conf)])
+            *command, "--config-file", str(base), "--config-file", str(conf)],
+            env=self._compute_env.get(host))
+
+    def restart_compute(self, host: str) -> subprocess.Popen:
+        """nova-compute HOST started again as ``start_compute`` first started
+        it (after ``stop(f"nova-compute-{host}")``, e.g. once evacuated);
+        its service and node are those it had."""
+        name = f"nova-compute-{host}"
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            raise CloudError(f"{name} is still running (pid {proc.pid})")
+        # nova's fake drivers name their node's uuid from oslo.utils'
+        # uuidsentinel, random in each process: started again, the compute
+        # would make a second node of the same name (nova refuses it:
+        # "Duplicate compute node record"). The node keeps its uuid (its
+        # provider's) by a sitecustomize that fills the sentinel before
+        # nova starts, and the node identity file nova-compute insists on
+        # at a second start (fake drivers never write one) holds it too.
+        state = self.workdir / "state" / host
+        node_uuid = self.placement.provider_uuid(host)
+        identity = state / "compute_id"
+        if not identity.exists():
+            identity.write_text(node_uuid)
+        seed = state / "python"
+        seed.mkdir(exist_ok=True)
+        (seed / "sitecustomize.py").write_text(
+            "# novacloud.restart_compute: the node's uuid as its first start made it.\n"
+            "from oslo_utils.fixture import uuidsentinel\n"
+            f"uuidsentinel._sentinels[{'node_' + host!r}] = {node_uuid!r}\n")
+        self._compute_env[host] = self._env([seed])
+        return self.start_compute(host, **dict(self._compute_args[host]))
 
     def wait_for_port(self, name: str, timeout: float = 90) -> None:
         proc_of = {"placement": "placement", "api": "nova-api", "services": "stubs"}
@@ -930,7 +1081,8 @@ class NovaCloud:
 
     def discover_hosts(self, hosts: list[str], timeout: float = 120) -> None:
         """Until every host's provider is in Placement, then map them into
-        cell1 and wait until nova-api lists them as up compute services."""
+        their cells (``nova-manage cell_v2 discover_hosts`` scans every
+        cell) and wait until nova-api lists them as up compute services."""
         def _providers():
             self.assert_running()
             try:
@@ -1026,11 +1178,14 @@ class NovaCloud:
                 client.session.close()
         if self.api_db_proxy is not None:
             self.api_db_proxy.stop()
+        for proxy in self.cell_db_proxies.values():
+            proxy.stop()
         try:
             self.dbs.drop()
         finally:
-            if self.broker is not None:
-                self.broker.close()
+            for broker in [self.broker, *self.cell_brokers.values()]:
+                if broker is not None:
+                    broker.close()
 
     def __enter__(self) -> "NovaCloud":
         return self
