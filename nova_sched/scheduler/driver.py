@@ -91,6 +91,22 @@ class Decision:
             weight = float(self.weighed.weights[where[0]]) if len(where) else 0.0
         return self.driver.selection(self.cycle, row, weight)
 
+    def alternates(self, count: int) -> list[Selection]:
+        """Up to ``count`` candidates after the choice, of the choice's cell
+        only: conductor reschedules a build within the cell it was sent to
+        and skips alternates of another (nova's scheduler keeps them out)."""
+        if count <= 0 or len(self.order) < 2:
+            return []
+        codes = self.cycle.table.col("cell_code")
+        cell = codes[int(self.order[0])]
+        picked: list[Selection] = []
+        for position in range(1, len(self.order)):
+            if codes[int(self.order[position])] == cell:
+                picked.append(self.selection(position))
+                if len(picked) == count:
+                    break
+        return picked
+
     def summary(self) -> dict:
         """``explain``'s answer: survivors in weighed order, removals per filter
         and, when only a sample of the survivors was weighed, the others."""

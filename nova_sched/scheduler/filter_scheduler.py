@@ -150,6 +150,18 @@ class FilterScheduler(driver.Scheduler):
             mask = ~among(table, rows, ignored)
             removals.append(("ignore_hosts", rows, ~mask, len(rows) - int(mask.sum())))
             rows = rows[mask]
+        if spec.destination_cell is not None:
+            # A move nova keeps in the instance's cell: nova's host manager
+            # reads only that cell, so the others are no candidates at all.
+            # Nodes of no cell (not read from nova's cells) are the one cell
+            # this daemon answers for ([scheduler] cell_uuid), the cell its
+            # Selections name, so a move never leaves them.
+            codes = table.pick(table.col("cell_code"), rows)
+            code = table.cell_code(spec.destination_cell)
+            mask = codes == 0 if code is None else (codes == code) | (codes == 0)
+            removals.append(("requested_destination.cell", rows, ~mask,
+                             len(rows) - int(mask.sum())))
+            rows = rows[mask]
         if spec.destination is not None:
             # nova's requested_destination (a move, or a boot with a host):
             # only that host (and node), but, unlike force_hosts, filtered.

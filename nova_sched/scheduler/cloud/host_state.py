@@ -33,6 +33,9 @@ _INT_COLUMNS = (
     "num_io_ops",
     "az_code",
     "agg_code",
+    # Index into HostTable.cell_uuids: a move kept in its cell narrows the
+    # candidates with one comparison over this column.
+    "cell_code",
     # Derived from the descriptive fields at upsert, so that weighers over
     # them are column reads too.
     "hypervisor_version",
@@ -69,8 +72,8 @@ _FLOAT_COLUMNS = (("service_updated",) + _FIGURE_COLUMNS
                   + tuple(NODE_RATIO_COLUMNS.values()))
 _BOOL_COLUMNS = ("active", "disabled")
 # Columns HostTable.upsert derives itself rather than taking from values.
-_DERIVED_COLUMNS = ("node_id", "az_code", "agg_code", "hypervisor_version",
-                    "failed_builds")
+_DERIVED_COLUMNS = ("node_id", "az_code", "agg_code", "cell_code",
+                    "hypervisor_version", "failed_builds")
 # The columns a caller of upsert supplies.
 VALUE_COLUMNS = tuple(
     c for c in _INT_COLUMNS + _FLOAT_COLUMNS + _BOOL_COLUMNS
@@ -283,6 +286,10 @@ class HostTable:
         # az_code indexes az_sets; code 0 is "no zone from aggregates".
         self.az_sets: list[frozenset[str]] = [frozenset()]
         self._az_codes: dict[frozenset[str], int] = {frozenset(): 0}
+        # cell_code indexes cell_uuids; code 0 is "no cell" (a node not read
+        # from nova's cells).
+        self.cell_uuids: list[str | None] = [None]
+        self._cell_codes: dict[str | None, int] = {None: 0}
         # Per-row kind codes of report-derived keys (scheduler.cloud.host_kinds).
         self.kinds = HostKinds(self)
 
@@ -386,12 +393,25 @@ class HostTable:
         values = dict(values)
         values.setdefault("active", True)
         values["node_id"] = state.node_id
+        values["cell_code"] = self._cell_code(state.cell_uuid)
         values["hypervisor_version"] = min(int(state.hypervisor_version or 0), 2**62)
         values["failed_builds"] = min(state.failed_builds, 2**62)
         self._write(row, values)
         self._set_aggregate_codes(state.host, [row])
         self.kinds.update(row)
         return row
+
+    def _cell_code(self, cell_uuid: str | None) -> int:
+        code = self._cell_codes.get(cell_uuid)
+        if code is None:
+            code = self._cell_codes[cell_uuid] = len(self.cell_uuids)
+            self.cell_uuids.append(cell_uuid)
+        return code
+
+    def cell_code(self, cell_uuid: str) -> int | None:
+        """The ``cell_code`` of the nodes of cell ``cell_uuid``; None when
+        no node was ever read from it."""
+        return self._cell_codes.get(cell_uuid)
 
     def update_row(self, row: int, values: dict[str, Any]) -> None:
         """New figures for a node whose report describes it as before."""

@@ -429,8 +429,7 @@ class SchedulingCycle:
                     # The driver's too: ordering the candidates as far as
                     # they are read, and each one's limits.
                     chosen = decision.selection(0)
-                    others = [decision.selection(p) for p in
-                              range(1, min(1 + alternates, len(decision.order)))]
+                    others = decision.alternates(alternates)
                 claim = self.claim_for(spec, uuid, chosen,
                                        self.host_manager.read_through_us(), seen)
                 self._offer(spec, uuid, chosen, claim)

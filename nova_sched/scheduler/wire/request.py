@@ -79,6 +79,10 @@ class RequestSpec:
     # requested_destination's node when it names no host (nova then asks
     # Placement within that node's tree; ``destination`` stays None);
     destination_node: str | None = None
+    # requested_destination's cell when nova keeps the move in it (no
+    # allow_cross_cell_move): only that cell's nodes are candidates, as
+    # nova's host manager reads only that cell;
+    destination_cell: str | None = None
     # requested_networks: {"network_id", "port_id"} of each (the request
     # filters of routed networks and remote-managed ports read them);
     requested_networks: list[dict] = dataclasses.field(default_factory=list)
@@ -177,6 +181,16 @@ def _destination_node(value: Any, uuids: list[str]) -> str | None:
     if node is not None and not isinstance(node, str):
         raise _fail("requested_destination.node must be a string", uuids)
     return node or None
+
+
+def _destination_cell(value: Any, uuids: list[str]) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    cell = value.get("cell")
+    if cell is not None and (not isinstance(cell, str) or not cell):
+        raise _fail(f"requested_destination.cell must be a cell uuid, got {cell!r}",
+                    uuids)
+    return cell or None
 
 
 def _destination_aggregates(value: Any, uuids: list[str]) -> tuple[list, set]:
@@ -442,6 +456,8 @@ def parse(request_spec: Any, filter_properties: Any) -> RequestSpec:
         destination_aggregates=aggregates,
         destination_forbidden_aggregates=forbidden_aggregates,
         destination_node=_destination_node(fprops.get("requested_destination"),
+                                           uuids),
+        destination_cell=_destination_cell(fprops.get("requested_destination"),
                                            uuids),
         requested_networks=_id_dicts(raw.get("requested_networks"),
                                      "requested_networks",

@@ -80,9 +80,10 @@ IGNORED_FIELDS: tuple[str, ...] = (
 
 # Parts of mapped fields that are dropped, and why.
 IGNORED_SUBFIELDS: tuple[str, ...] = (
-    # One cell only: the scheduler's nodes are the cell (CONTRACT [scheduler] cell_uuid).
-    "requested_destination.cell",
-    "requested_destination.allow_cross_cell_move",
+    # The cell's uuid is read; the rest of its CellMapping (its database
+    # and transport URLs) is conductor's, never the scheduler's.
+    "requested_destination.cell.database_connection",
+    "requested_destination.cell.transport_url",
     # Only the ids are read (by the request filters and OWNER_NOVA): the
     # devices a PCI request asks for come from the flavor's
     # pci_passthrough:alias, which PciPassthroughFilter reads; neutron
@@ -386,6 +387,26 @@ def _destination_aggregates(value: Any, where: str) -> dict:
     return found
 
 
+def _destination_cell(value: Any, where: str) -> str | None:
+    """The uuid of the cell a Destination keeps the request in: its
+    ``cell`` unless ``allow_cross_cell_move`` (nova's host manager then
+    reads every cell)."""
+    if not nova_objects.is_primitive(value):
+        return None
+    data = nova_objects.unwrap(value, "Destination", where=where)
+    if data.get("cell") is None:
+        return None
+    allow = data.get("allow_cross_cell_move", False)
+    if not isinstance(allow, bool):
+        raise _invalid(f"{where}.allow_cross_cell_move must be true or false, "
+                       f"got {allow!r}")
+    cell = nova_objects.unwrap(data["cell"], "CellMapping", where=f"{where}.cell")
+    uuid = _opt_str(cell.get("uuid"), f"{where}.cell.uuid")
+    if not uuid:
+        raise _invalid(f"{where}.cell has no uuid")
+    return None if allow else uuid
+
+
 def _destination_node(value: Any, where: str) -> str | None:
     if not nova_objects.is_primitive(value):
         return None
@@ -612,6 +633,10 @@ def _to_legacy(spec_obj: Any, instance_uuids: Any) -> tuple[dict, dict]:
         # A node without its host (API 2.74's hypervisor_hostname): nova
         # asks Placement within that node's tree.
         aggregates["node"] = node
+    cell = _destination_cell(data.get("requested_destination"),
+                             f"{where}.requested_destination")
+    if cell:
+        aggregates["cell"] = cell
     if aggregates:
         fprops.setdefault("requested_destination",
                           {"host": None, "node": None}).update(aggregates)

@@ -249,6 +249,24 @@ def test_requested_destination_without_host_forces_nothing():
     # Its aggregates still narrow the resource request, as nova's do.
     assert req.destination_aggregates == ["agg1"]
     assert req.destination_forbidden_aggregates == {"agg2"}
+    # And its cell keeps the move there, as nova's host manager reads only it.
+    assert req.destination_cell == UUID3
+
+
+def test_a_cross_cell_move_is_kept_in_no_cell_and_a_bad_cell_is_refused():
+    """``allow_cross_cell_move`` (a cross-cell resize the policy allows):
+    every cell's nodes are candidates, as nova reads them all."""
+    cell = prim("CellMapping", {"uuid": UUID3, "name": "cell1"}, "1.1")
+    req = parsed(spec(requested_destination=destination(
+        cell=cell, allow_cross_cell_move=True)))
+    assert req.destination_cell is None
+    req = parsed(spec(requested_destination=destination("c3", cell=cell)))
+    assert (req.destination, req.destination_cell) == (("c3", None), UUID3)
+    with pytest.raises(exception.InvalidRequestSpec, match="cell"):
+        parsed(spec(requested_destination=destination(cell={"uuid": UUID3})))
+    with pytest.raises(exception.InvalidRequestSpec, match="allow_cross_cell_move"):
+        parsed(spec(requested_destination=destination(
+            cell=cell, allow_cross_cell_move="yes")))
 
 
 def test_instance_group_policy_rules_and_members():

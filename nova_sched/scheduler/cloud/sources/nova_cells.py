@@ -189,6 +189,8 @@ class NovaCellsSource:
         # cell -> {table: the highest row id read there}
         self._highest: dict[str, dict[str, int]] = {}
         self._reconciled: float | None = None  # time.monotonic() of the last one
+        # Why each cell the last poll could not read was not read (/healthz).
+        self._unread_cells: list[str] = []
         self._polling = threading.Lock()  # one poll at a time (poller, host list)
         self._changed_nodes: set[int] = set()
         self._changed_hosts: set[str] = set()
@@ -230,6 +232,8 @@ class NovaCellsSource:
             self._read_databases()
         except Exception as err:
             problems.append(f"nova database unreachable: {_short(err)}")
+        else:
+            problems.extend(self._unread_cells)
         if self.placement_reader is not None:
             self._usage_from_model(every_node=True)
             if self.placement_reader.problem():
@@ -262,7 +266,16 @@ class NovaCellsSource:
             with self._lock:
                 # Instances a cast places during the reads are not taken for gone.
                 known_instances = set(self._instances)
-        reads = [self._read_cell(cell, reconcile) for cell in cells]
+        # A cell whose database does not answer keeps what was last read of
+        # it; the others are read and served as usual.
+        reads, unread = [], []
+        for cell in cells:
+            try:
+                reads.append(self._read_cell(cell, reconcile))
+            except Exception as err:
+                unread.append(f"nova cell {cell.name} ({cell.uuid}) database "
+                              f"unreachable: {_short(err)}")
+        self._unread_cells = unread
         with self._lock:
             for host in set(mapped) ^ set(self._mapped):
                 self._changed_hosts.add(host)
@@ -281,12 +294,14 @@ class NovaCellsSource:
             for node_id, cell in list(self._node_cells.items()):
                 if cell not in known_cells and not self._nodes[node_id]["deleted"]:
                     self._gone_node(node_id)
-            if reconcile:
+            if reconcile and not unread:
+                # An instance of an unread cell is not gone: the whole
+                # reconciliation waits until every cell answers.
                 present = {row["uuid"] for read in reads for row in read.instances}
                 for uuid in known_instances - present:
                     if uuid in self._instances:
                         self._place(uuid, None)
-        if reconcile:
+        if reconcile and not unread:
             LOG.debug("Reconciled with nova's %d cells in %.2f s", len(cells),
                       time.monotonic() - begun)
             self._reconciled = begun
