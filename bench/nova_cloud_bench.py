@@ -59,9 +59,9 @@ returned node is not the source (``on_source``), is the named one when
 targeted (``not_target``), and the migration's allocation is still
 exactly the flavor's on the source alone (``migration_changed``). The
 moves take the plain flavor whatever ``--flavors`` says. Their
-Placement CPU per call includes the set-up's requests (a claim, two
-reads and a move: about the call's own). ``--py-spy`` and ``--keep-up``
-come after every operation.
+Placement CPU per call includes the set-up's five requests (a read and
+the boot's claim, two reads and the move), more than the call's own two
+or three. ``--py-spy`` and ``--keep-up`` come after every operation.
 
 Latency is the client's, from the call to nova's deserialised Selections;
 p50/p99 are nearest-rank over ``--calls`` (warm-up calls excluded). Also
