@@ -30,7 +30,8 @@ For outages and more daemons: ``stop_placement()`` / ``start_placement()``
 (same port), ``api_db_proxy`` (nova-sched's way to nova's API database, a
 ``cloudlib.TcpProxy`` with ``stop()`` / ``start()``), ``start_nova_sched(name=...)``
 for another daemon beside the cloud's own and ``stop_nova_sched(name)``,
-``healthz(name)``; ``restart_compute(host)`` after ``stop(f"nova-compute-{host}")``.
+``healthz(name)``; ``restart_compute(host)`` after ``stop(f"nova-compute-{host}")``,
+``remove_compute(host)`` to retire one.
 
 Two cells (``NovaCloud(workdir, cells=2)``): cell2 beside cell1, mapped
 with ``nova-manage cell_v2 create_cell``, with its own database, its own
@@ -1070,6 +1071,22 @@ class NovaCloud:
             f"uuidsentinel._sentinels[{'node_' + host!r}] = {node_uuid!r}\n")
         self._compute_env[host] = self._env([seed])
         return self.start_compute(host, **dict(self._compute_args[host]))
+
+    def remove_compute(self, host: str, timeout: float = 60) -> None:
+        """nova-compute HOST stopped and its service deleted through nova's
+        API, as an operator retires a host: nova deletes its node, its host
+        mapping and its provider (the host must hold no server)."""
+        name = f"nova-compute-{host}"
+        self.stop(name)
+        self.procs.pop(name, None)
+        service = self.api.compute_services().get(host)
+        if service is not None:   # None: it never registered
+            self.api.delete(f"/os-services/{service['id']}")
+        for table in (self.computes, self.compute_cells, self._compute_args,
+                      self._compute_env):
+            table.pop(host, None)
+        self._wait(lambda: host not in self.placement.providers(), timeout,
+                   f"{host}'s provider deleted")
 
     def wait_for_port(self, name: str, timeout: float = 90) -> None:
         proc_of = {"placement": "placement", "api": "nova-api", "services": "stubs"}
