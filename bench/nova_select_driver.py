@@ -262,7 +262,9 @@ def main() -> int:
                 spec = move.prepare(i, instance_uuid, call_flavor, line)
             else:
                 spec = request_spec(instance_uuid, call_flavor)
-        except Exception as err:  # untimed; the orchestrator sees the call lost
+        except Exception as err:
+            # Untimed, but a failed call: a move that could not be set up
+            # measured nothing.
             line["ms"] = None
             line["error"] = f"set-up: {type(err).__name__}: {err}"
             errors += 1
