@@ -183,10 +183,16 @@ def test_a_cold_migration_stays_in_its_cell_or_fails_with_nothing_claimed(scenar
 
     assert first["status"] == "VERIFY_RESIZE", scenario.why(first)
     assert host_of(first) == "c1-medium", scenario.why(first)
+    (moved,) = scenario.api.migrations(first["id"])
     scenario.api.confirm_resize(first["id"])
     first = scenario.api.wait_status(first["id"], ["ACTIVE"])
     scenario.assert_in_cell(first, "cell1")
     scenario.assert_allocated_as_flavor(first, big["id"])
+    # The source compute releases c1-small after the server is ACTIVE; the
+    # scheduler sees the release at its next read.
+    novacloud.wait_until(lambda: scenario.allocations(moved["uuid"]) == {},
+                         30, what="c1-small's allocation released")
+    scenario.cloud.settle()
 
     # c1-medium holds the first; the second, on c1-small, has no room left
     # in cell1, where cell2's three hosts all have room.
