@@ -137,8 +137,8 @@ class FilterScheduler(driver.Scheduler):
         return limits
 
     def _candidates(self, cycle: CycleState, forced: bool):
-        """Live rows after ignore_hosts, requested_destination and
-        force_hosts/force_nodes, what
+        """Live rows after ignore_hosts, the cells out of reach or not
+        asked for, requested_destination and force_hosts/force_nodes, what
         those removed (FilterResult.removals) and how many were live."""
         table, spec = cycle.table, cycle.spec
         rows = self.host_manager.candidates()
@@ -149,6 +149,14 @@ class FilterScheduler(driver.Scheduler):
                        for r in table.host_rows.get(h, ())]
             mask = ~among(table, rows, ignored)
             removals.append(("ignore_hosts", rows, ~mask, len(rows) - int(mask.sum())))
+            rows = rows[mask]
+        unreachable = [code for code in map(table.cell_code,
+                                            self.host_manager.unreachable_cells())
+                       if code is not None]
+        if unreachable:
+            mask = ~np.isin(table.pick(table.col("cell_code"), rows), unreachable)
+            removals.append(("cell database unreachable", rows, ~mask,
+                             len(rows) - int(mask.sum())))
             rows = rows[mask]
         if spec.destination_cell is not None:
             # A move nova keeps in the instance's cell: nova's host manager

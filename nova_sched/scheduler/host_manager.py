@@ -383,6 +383,12 @@ class HostManager:
         """uuid -> host of the instances that are on a host or claimed."""
         return self.source.hosts_of(instance_uuids)
 
+    def unreachable_cells(self) -> frozenset[str]:
+        """Uuids of the cells whose database the source's last read could
+        not reach (none for a source without cells)."""
+        unreachable = getattr(self.source, "unreachable_cells", None)
+        return unreachable() if unreachable is not None else frozenset()
+
     def provider_host(self, node_uuid: str) -> tuple[str, int] | None:
         """(host, node id) of the node whose uuid (resource provider) this
         is, or whose provider tree holds it (a GPU or PCI device under it,

@@ -189,8 +189,8 @@ class NovaCellsSource:
         # cell -> {table: the highest row id read there}
         self._highest: dict[str, dict[str, int]] = {}
         self._reconciled: float | None = None  # time.monotonic() of the last one
-        # Why each cell the last poll could not read was not read (/healthz).
-        self._unread_cells: list[str] = []
+        # cell uuid -> why the last poll could not read it (/healthz).
+        self._unread_cells: dict[str, str] = {}
         self._polling = threading.Lock()  # one poll at a time (poller, host list)
         self._changed_nodes: set[int] = set()
         self._changed_hosts: set[str] = set()
@@ -233,7 +233,7 @@ class NovaCellsSource:
         except Exception as err:
             problems.append(f"nova database unreachable: {_short(err)}")
         else:
-            problems.extend(self._unread_cells)
+            problems.extend(self._unread_cells.values())
         if self.placement_reader is not None:
             self._usage_from_model(every_node=True)
             if self.placement_reader.problem():
@@ -268,13 +268,13 @@ class NovaCellsSource:
                 known_instances = set(self._instances)
         # A cell whose database does not answer keeps what was last read of
         # it; the others are read and served as usual.
-        reads, unread = [], []
+        reads, unread = [], {}
         for cell in cells:
             try:
                 reads.append(self._read_cell(cell, reconcile))
             except Exception as err:
-                unread.append(f"nova cell {cell.name} ({cell.uuid}) database "
-                              f"unreachable: {_short(err)}")
+                unread[cell.uuid] = (f"nova cell {cell.name} ({cell.uuid}) database "
+                                     f"unreachable: {_short(err)}")
         self._unread_cells = unread
         with self._lock:
             for host in set(mapped) ^ set(self._mapped):
@@ -707,6 +707,13 @@ class NovaCellsSource:
         with self._lock:
             versions = [row.get("version") or 0 for row in self._services.values()]
         return min(versions) if versions else None
+
+    def unreachable_cells(self) -> frozenset[str]:
+        """Cells the last poll could not read. Their hosts are no
+        candidates until a read succeeds, as nova-scheduler skips a cell
+        that does not answer: conductor could not create the instance in
+        that cell's database either."""
+        return frozenset(self._unread_cells)
 
     def problem(self) -> str | None:
         since = self._reading_since

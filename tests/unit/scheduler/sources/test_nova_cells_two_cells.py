@@ -107,11 +107,19 @@ def test_one_cell_unreachable_is_said_and_the_other_is_still_read(two_cells, mon
     cloud.add_compute("c1-new")
     cloud.poll()
     assert set(_cells(cloud)) == {"c1-a", "c1-b", "c1-new", "c2-a", "c2-b"}
-    [chosen] = _select(cloud, {"host": None, "node": None, "cell": cloud.cell})
-    assert _cells(cloud)[chosen.host] == cloud.cell
+    # Its hosts are no candidates meanwhile: conductor could not create an
+    # instance in its database (nova-scheduler skips such a cell too).
+    for _ in range(4):
+        [chosen] = _select(cloud)
+        assert _cells(cloud)[chosen.host] == cloud.cell
+    with pytest.raises(exception.NoValidHost) as err:
+        _select(cloud, {"host": None, "node": None, "cell": cloud.cell2})
+    assert "cell database unreachable removed 2" in err.value.reason
     monkeypatch.undo()
     cloud.poll()
     assert cloud.source.problem() is None
+    [chosen] = _select(cloud, {"host": None, "node": None, "cell": cloud.cell2})
+    assert _cells(cloud)[chosen.host] == cloud.cell2
 
 
 def test_instances_of_an_unreachable_cell_are_not_taken_for_gone(two_cells, monkeypatch):
