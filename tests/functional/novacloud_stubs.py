@@ -28,6 +28,7 @@ import re
 import socketserver
 import sys
 import threading
+import uuid
 from wsgiref import simple_server
 
 ADMIN_PROJECT = "6f70656e737461636b20697320636f6f"
@@ -37,7 +38,14 @@ IMAGE_ID = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 # nova reads from glance, e.g. required traits (test_nova_cloud_placement).
 IMAGE_PROPERTIES = {
     "6a2b7c1e-8d4f-4f0a-9c3e-2b1d5e7f9a01": {"trait:HW_CPU_X86_AVX2": "required"},
+    # A Xen image: nova's fake drivers offer only the "fake" hypervisor
+    # type, so ImagePropertiesFilter refuses every host (a rebuild onto it
+    # fails, test_nova_cloud_moves).
+    "c0ffee00-7e1d-4b0a-8f5e-3a9d2c6b1e02": {"hypervisor_type": "xen"},
 }
+# A second plain image (any id not above is one), for a rebuild that
+# changes the image and nothing the hosts are judged on.
+REBUILD_IMAGE_ID = "b1d9e5a0-4c3f-4e2a-9d7b-8f6e5d4c3b03"
 
 
 # -- keystone ---------------------------------------------------------------
@@ -89,7 +97,8 @@ _IMAGE_SCHEMA = {"name": "image", "additionalProperties": {"type": "string"},
 
 
 def services_app(environ, start_response):
-    """Glance: any image id is one active raw image; neutron: nothing."""
+    """Glance: any image id is one active raw image (new ones made and
+    deleted as nova asks, none kept); neutron: nothing."""
     path = environ.get("PATH_INFO", "")
     method = environ.get("REQUEST_METHOD", "GET")
 
@@ -107,6 +116,14 @@ def services_app(environ, start_response):
         match = re.fullmatch(r"/v2/images/([^/]+)", path)
         if match and method == "GET":
             return reply("200 OK", _image(match.group(1)))
+        # A snapshot (nova-api's shelve makes one for the compute to fill;
+        # the fake drivers upload nothing, unshelve boots from it and
+        # deletes it): any new image is the plain image under a new id.
+        if path == "/v2/images" and method == "POST":
+            environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            return reply("201 Created", _image(str(uuid.uuid4())))
+        if match and method == "DELETE":
+            return reply("204 No Content")
         if path == "/v2/images" and method == "GET":
             return reply("200 OK", {"images": [_image(IMAGE_ID)],
                                     "schema": "/v2/schemas/images"})

@@ -5,18 +5,20 @@ from outside nova's tree cannot be named in nova.conf. Run with the nova
 venv's python instead of ``nova-compute`` (same arguments): nova's entry
 module is imported first, as the console script does, so that nova's own
 start-up (its monkey-patching choice) happens before anything else; then
-``provider_tree_drivers`` (beside this file, on ``sys.path`` as the
-script's folder) is registered as ``nova.virt.provider_tree_drivers`` and
-nova-compute's ``main()`` runs unchanged.
+the driver modules beside this file (on ``sys.path`` as the script's
+folder), ``provider_tree_drivers`` and ``move_drivers``, are registered
+under ``nova.virt`` and nova-compute's ``main()`` runs unchanged.
 """
 
 import sys
 
 from nova.cmd import compute  # noqa: I100 (first, as nova-compute's script)
 
+import move_drivers
 import provider_tree_drivers
 
 sys.modules["nova.virt.provider_tree_drivers"] = provider_tree_drivers
+sys.modules["nova.virt.move_drivers"] = move_drivers
 
 if __name__ == "__main__":
     sys.argv[0] = "nova-compute"
