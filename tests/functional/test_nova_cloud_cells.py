@@ -102,11 +102,18 @@ class CellsScenario(Scenario):
         assert self.cell_of(server["id"]) == cell, self.why(server)
 
     def build_hosts(self, server_id: str) -> list[str]:
-        """The hosts of the server's build attempts, in their order."""
-        builds = [e for a in self.api.instance_actions(server_id)
+        """The hosts of the server's build attempts, the failed one first.
+
+        nova stamps events to the second and a rescheduled attempt's event
+        ends in Success too, so the order comes from the computes' logs:
+        an attempt that failed logs "Instance failed to spawn".
+        """
+        builds = [e.get("host") for a in self.api.instance_actions(server_id)
                   for e in a.get("events", [])
                   if e["event"] == "compute__do_build_and_run_instance"]
-        return [e.get("host") for e in sorted(builds, key=lambda e: e["start_time"])]
+        marker = f"[instance: {server_id}] Instance failed to spawn"
+        return sorted(builds, key=lambda host: marker not in self.cloud.log_text(
+            f"nova-compute-{host}"))
 
     def cell2_usage(self) -> dict[str, dict[str, int]]:
         return {h: u for h, u in self.cloud.usage_by_host().items()
