@@ -1055,7 +1055,7 @@ class NovaCloud:
         # uuidsentinel, random in each process: started again, the compute
         # would make a second node of the same name (nova refuses it:
         # "Duplicate compute node record"). The node keeps its uuid (its
-        # provider's) by a sitecustomize that fills the sentinel before
+        # provider's) by a sitecustomize that sets the sentinel before
         # nova starts, and the node identity file nova-compute insists on
         # at a second start (fake drivers never write one) holds it too.
         state = self.workdir / "state" / host
@@ -1068,7 +1068,9 @@ class NovaCloud:
         (seed / "sitecustomize.py").write_text(
             "# novacloud.restart_compute: the node's uuid as its first start made it.\n"
             "from oslo_utils.fixture import uuidsentinel\n"
-            f"uuidsentinel._sentinels[{'node_' + host!r}] = {node_uuid!r}\n")
+            # An attribute of its own is found before the sentinel's
+            # __getattr__ would make a random one.
+            f"setattr(uuidsentinel, {'node_' + host!r}, {node_uuid!r})\n")
         self._compute_env[host] = self._env([seed])
         return self.start_compute(host, **dict(self._compute_args[host]))
 
