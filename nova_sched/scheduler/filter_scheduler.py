@@ -105,18 +105,23 @@ class FilterScheduler(driver.Scheduler):
 
     def decide(self, cycle: CycleState) -> driver.Decision:
         spec = cycle.spec
-        forced = bool(spec.force_hosts or spec.force_nodes)
+        # A rebuild names its host as forced, yet asks the filters that
+        # judge rebuilds (nova: forcing skips the filters unless the request
+        # carries _nova_check_type).
+        forced = bool(spec.force_hosts or spec.force_nodes) and not spec.is_rebuild
         # The table is only referenced here; preparation must not read rows,
         # which change until the lock below is taken.
         cycle.table = self.host_manager.table
         # nova: forcing a host or node skips the filters entirely.
         filters = [] if forced else self.filters
+        if spec.is_rebuild:
+            filters = [f for f in filters if f.run_on_rebuild]
         if self.provider_candidates.model is not None:
             filters = [f for f in filters if not f.judged_by_placement]
         cycle.prepare([self.provider_candidates] + filters + self.weighers)
         with self.host_manager.lock:
             cycle.table = self.host_manager.table
-            rows, removals, considered = self._candidates(cycle, forced)
+            rows, removals, considered = self._candidates(cycle)
             rows, offered = self.provider_candidates.narrow(cycle, rows)
             removals += offered
             filtered = HostFilterHandler.run(filters, cycle, rows)
@@ -136,7 +141,7 @@ class FilterScheduler(driver.Scheduler):
                 limits.update(flt.limits(cycle, row))
         return limits
 
-    def _candidates(self, cycle: CycleState, forced: bool):
+    def _candidates(self, cycle: CycleState):
         """Live rows after ignore_hosts, the cells out of reach or not
         asked for, requested_destination and force_hosts/force_nodes, what
         those removed (FilterResult.removals) and how many were live."""
@@ -180,7 +185,7 @@ class FilterScheduler(driver.Scheduler):
             removals.append(("requested_destination", rows, ~mask,
                              len(rows) - int(mask.sum())))
             rows = rows[mask]
-        if forced:
+        if spec.force_hosts or spec.force_nodes:
             hosts = {h.lower() for h in spec.force_hosts}
             nodes = set(spec.force_nodes)
             wanted = [r for host, host_rows in table.host_rows.items()

@@ -44,6 +44,11 @@ class BaseHostFilter:
     # DiskFilter once Placement judged capacity; a node's three columns
     # would misjudge a PCPU, Ironic or shared-disk request.
     judged_by_placement = False
+    # Whether the filter judges a rebuild (nova's RUN_ON_REBUILD): a rebuild
+    # asks whether the instance's own host still takes its new image, so
+    # only the filters of image and isolation policy run; the rest would
+    # judge usage the instance already holds there.
+    run_on_rebuild = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

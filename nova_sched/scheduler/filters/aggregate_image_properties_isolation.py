@@ -31,6 +31,8 @@ class AggregateImagePropertiesIsolation(filters.BaseHostFilter):
     property as the image sent it.
     """
 
+    run_on_rebuild = True
+
     def prepare(self, cycle) -> tuple[image_meta.ImageProperties, str | None]:
         """The image's properties and the metadata key prefix to compare."""
         fs = CONF.filter_scheduler

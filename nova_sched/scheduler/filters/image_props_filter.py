@@ -90,6 +90,8 @@ class ImagePropertiesFilter(filters.BaseHostFilter):
     runs, where nova raises building its image model.
     """
 
+    run_on_rebuild = True
+
     def prepare(self, cycle) -> _ImageRequirement | None:
         """What the image asks of a host; None when it asks nothing."""
         image = cycle.spec.image_props

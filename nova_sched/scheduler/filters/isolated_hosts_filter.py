@@ -26,6 +26,8 @@ class IsolatedHostsFilter(filters.BaseHostFilter):
     restricted and every image otherwise; other hosts take every image.
     """
 
+    run_on_rebuild = True
+
     def prepare(self, cycle) -> tuple[bool, bool | None]:
         """(restrict, whether the image is isolated; None when none are listed)."""
         fs = CONF.filter_scheduler

@@ -94,6 +94,10 @@ class ProviderModel:
         self.known_traits: set[str] = set()
         self.known_classes: set[str] = set()
         self.version = 0
+        # Resource class -> its usage summed over every provider, kept as
+        # providers change: a reader compares it with Placement's own sum
+        # to find releases that move no generation.
+        self._used: dict[str, int] = {}
         # provider uuid -> the version at which it last changed (removed
         # providers too, so that indexes drop them).
         self._changed_at: dict[str, int] = {}
@@ -114,6 +118,8 @@ class ProviderModel:
             self.version += 1
             for uuid in removed:
                 old = self.providers.pop(uuid, None)
+                if old is not None:
+                    self._count(old.usages, -1)
                 if old is not None and old.parent_uuid:
                     self.children.get(old.parent_uuid, set()).discard(uuid)
                 if not self.children.get(uuid):
@@ -122,6 +128,9 @@ class ProviderModel:
                 self._logged(uuid)
             for provider in changed:
                 old = self.providers.get(provider.uuid)
+                if old is not None:
+                    self._count(old.usages, -1)
+                self._count(provider.usages, 1)
                 if old is not None and old.parent_uuid != provider.parent_uuid \
                         and old.parent_uuid:
                     self.children.get(old.parent_uuid, set()).discard(provider.uuid)
@@ -149,9 +158,15 @@ class ProviderModel:
                 usages = dict(provider.usages)
                 for rc, amount in amounts.items():
                     usages[rc] = usages.get(rc, 0) + sign * int(amount)
+                self._count(provider.usages, -1)
+                self._count(usages, 1)
                 self.providers[uuid] = dataclasses.replace(provider, usages=usages)
                 self._changed_at[uuid] = self.version
                 self._logged(uuid)
+
+    def _count(self, usages: Mapping[str, int], sign: int) -> None:
+        for rc, amount in usages.items():
+            self._used[rc] = self._used.get(rc, 0) + sign * amount
 
     def _logged(self, uuid: str) -> None:
         self._log_versions.append(self.version)
@@ -162,6 +177,11 @@ class ProviderModel:
             self._log_uuids = [u for _, u in kept]
 
     # -- what readers ask ---------------------------------------------------
+    def used_totals(self) -> dict[str, int]:
+        """Resource class -> usage summed over every provider (a copy)."""
+        with self.lock:
+            return dict(self._used)
+
     def changed_since(self, version: int) -> set[str]:
         """Providers changed (or removed) after ``version``."""
         with self.lock:

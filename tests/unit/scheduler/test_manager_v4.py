@@ -14,7 +14,7 @@ from nova_sched.db import aggregates as db_aggregates
 from nova_sched.db import node_uuids
 from nova_sched.scheduler.manager_v4 import SchedulerManagerV4
 from tests.unit.scheduler.conftest import claimed_memory, compute_report
-from tests.unit.scheduler.test_spec_obj import flavor, prim, spec
+from tests.unit.scheduler.test_spec_obj import flavor, image, prim, spec
 
 NODE_UUID = "11111111-2222-4333-8444-555555555555"
 
@@ -288,3 +288,24 @@ def test_instances_nova_reports_count_for_num_instances(manager, ctxt):
     finally:
         CONF.clear_override("enabled_filters", group="filter_scheduler")
         CONF.clear_override("max_instances_per_host", group="filter_scheduler")
+
+
+def test_a_rebuild_asks_its_host_the_image_filters_only_and_claims_nothing(v4, ctxt):
+    """nova's rebuild names the instance's host in force_hosts with the
+    _nova_check_type hint: the filters still run, only those that judge
+    rebuilds (an image the host cannot run is refused; the memory the
+    instance already holds there, which RamFilter would count, is not
+    judged), and nothing is claimed."""
+    _with_filters(v4.manager, ["RamFilter", "ComputeFilter", "ImagePropertiesFilter"])
+    rebuild = dict(flavor=flavor(memory_mb=4096), force_hosts=["c3"], force_nodes=["c3"],
+                   scheduler_hints={"_nova_check_type": ["rebuild"]})
+    (choices,) = v4.select_destinations(ctxt, spec_obj=spec(**rebuild),
+                                        instance_uuids=[str(uuid.uuid4())],
+                                        return_objects=True)
+    assert [c["nova_object.data"]["service_host"] for c in choices] == ["c3"]
+    assert claimed_memory("c3") == 0
+    err = _raised(lambda: v4.select_destinations(
+        ctxt, spec_obj=spec(image=image({"img_hv_type": "xen"}), **rebuild),
+        instance_uuids=[str(uuid.uuid4())], return_objects=True))
+    assert "ImagePropertiesFilter removed 1" in str(err)
+    assert "RamFilter" not in str(err)

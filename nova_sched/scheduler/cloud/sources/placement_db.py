@@ -12,12 +12,15 @@ back one row per provider and class, not one per allocation.
 ``PlacementModelReader`` keeps a ``ProviderModel`` current from it. Every
 ``[placement_database] refresh_interval`` it reads the generation of every
 provider and, whole, only those whose generation moved, the new ones and
-the removed ones. Placement moves a provider's generation on every change
-a scheduler must not miss (inventories, traits, allocations written); the
-changes it does not show are releases (a consumer's allocations deleted, a
-consumer moved off a provider) or rare operator changes (aggregates set
-below microversion 1.19, a new parent): every ``resync_interval`` the
-tables are read whole and only the differences are applied.
+the removed ones. Placement moves a provider's generation on every
+allocation written, inventory and trait change; it does not move it for a
+release (a consumer's allocations deleted, a consumer moved off a
+provider): each refresh compares Placement's usage per resource class
+with the model's and, when Placement uses less, reads every provider's
+usage and, whole, the providers released on. Rare operator changes that
+move no generation either (aggregates set below microversion 1.19, a new
+parent) wait for the reconciliation: every ``resync_interval`` the tables
+are read whole and only the differences are applied.
 
 This daemon's own claims count at once (``note_claimed``): until a read
 that began after Placement accepted the claim (``note_confirmed``) shows
@@ -89,6 +92,14 @@ _INVENTORIES = (
 _USAGES = (
     "SELECT resource_provider_id, resource_class_id, SUM(used) AS used "
     "FROM allocations{where} GROUP BY resource_provider_id, resource_class_id")
+# Every allocation summed per class: a release shows as less used than the
+# model counts (one row per class, over Placement's covering index).
+_USAGE_TOTALS = ("SELECT resource_class_id, SUM(used) FROM allocations "
+                 "GROUP BY resource_class_id")
+_USAGES_BY_UUID = (
+    "SELECT rp.uuid, a.resource_class_id, SUM(a.used) FROM allocations a "
+    "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+    "GROUP BY rp.uuid, a.resource_class_id")
 # A provider's traits in one row, their ids joined by the database: a
 # million provider-trait rows (100 a root) come back as one row per provider.
 _PROVIDER_TRAITS = ("SELECT resource_provider_id, {joined} FROM resource_provider_traits"
@@ -144,6 +155,8 @@ class PlacementDatabase:
         # (trait names, resource class names) as the last read that read
         # providers found them (None: no such read yet).
         self.last_names: tuple[set[str], set[str]] | None = None
+        # resource class id -> name, as the last read of names found them.
+        self._classes: dict[int, str] = dict(enumerate(STANDARD_RESOURCE_CLASSES))
 
     def _connect(self) -> sa.Connection:
         conn = self.engine.connect()
@@ -164,7 +177,11 @@ class PlacementDatabase:
             "SELECT id, uuid FROM placement_aggregates").all())
         self._count("names", len(in_table) + len(traits) + len(aggregates))
         self.last_names = (set(traits.values()), set(classes.values()))
+        self._classes = classes
         return classes, traits, aggregates
+
+    def _class_name(self, class_id: int) -> str:
+        return self._classes.get(class_id, f"#{class_id}")
 
     def _count(self, table: str, rows: int) -> None:
         self.last_read.rows[table] = self.last_read.rows.get(table, 0) + rows
@@ -200,6 +217,23 @@ class PlacementDatabase:
             providers = self._providers(conn, wanted, classes, traits, aggregates)
         self.last_read.seconds = time.monotonic() - started
         return providers
+
+    def usage_totals(self) -> dict[str, int]:
+        """Resource class -> what every allocation uses of it."""
+        with self.engine.connect() as conn:
+            rows = self._rows(conn, "allocations (totals)", _USAGE_TOTALS)
+        return {self._class_name(rc): int(used) for rc, used in rows if used}
+
+    def usages_by_provider(self) -> dict[str, dict[str, int]]:
+        """Provider uuid -> class -> what its allocations use (providers
+        with allocations only)."""
+        with self.engine.connect() as conn:
+            rows = self._rows(conn, "allocations (by provider)", _USAGES_BY_UUID)
+        usages: dict[str, dict[str, int]] = {}
+        for uuid, rc, used in rows:
+            if used:
+                usages.setdefault(uuid, {})[self._class_name(rc)] = int(used)
+        return usages
 
     def read_changed(self, known: Mapping[str, int]) -> tuple[list[Provider], list[str]]:
         """Providers new or whose generation is not ``known``'s (uuid ->
@@ -460,7 +494,54 @@ class PlacementModelReader:
                     # with the provider that holds it.
                     self.model.apply(changed, removed, *(names or (None, None)))
                 self.last_hold = time.monotonic() - holding
-            return len(changed) + len(removed)
+            return len(changed) + len(removed) + self._read_released()
+
+    def _read_released(self) -> int:
+        """Read again the providers Placement released allocations on.
+
+        A release (a consumer's allocations deleted, or moved off a
+        provider) moves no generation, yet a scheduler that misses it
+        refuses what nova-scheduler would place (a host freed by a
+        migration or a delete). Placement's usage per class, one row each,
+        is compared with what the model's reads counted: less used in
+        Placement means a release, and only then is every provider's usage
+        read to find which ones, and those are read whole. More used is a
+        claim, which the next refresh reads by generation."""
+        totals = self.database.usage_totals()
+        with self._lock:
+            expected = self.model.used_totals()
+            for uuid, amounts in self._pending_on().items():
+                for rc, amount in amounts.items():
+                    expected[rc] = expected.get(rc, 0) - amount
+        if all(totals.get(rc, 0) >= amount for rc, amount in expected.items()):
+            return 0
+        used = self.database.usages_by_provider()
+        with self._lock:
+            pending = self._pending_on()
+            released = []
+            for uuid, provider in self.model.providers.items():
+                now = used.get(uuid, {})
+                extra = pending.get(uuid, {})
+                if any(amount - extra.get(rc, 0) > now.get(rc, 0)
+                       for rc, amount in provider.usages.items()):
+                    released.append(uuid)
+        if not released:
+            return 0
+        LOG.debug("Placement's database: allocations released on %d providers; "
+                  "reading them again", len(released))
+        return self._read(released)
+
+    def _pending_on(self) -> dict[str, dict[str, int]]:
+        """Provider uuid -> what this daemon's claims not yet read add on it
+        (the reader's lock held)."""
+        on: dict[str, dict[str, int]] = {}
+        for claim in self._pending:
+            for uuid, amounts in claim.allocations.items():
+                if uuid in self.model.providers:
+                    mine = on.setdefault(uuid, {})
+                    for rc, amount in amounts.items():
+                        mine[rc] = mine.get(rc, 0) + amount
+        return on
 
     def reconcile(self) -> int:
         """Read every table whole and apply only what differs from the
@@ -503,18 +584,21 @@ class PlacementModelReader:
     def read_providers(self, uuids: Iterable[str]) -> int:
         """Read these providers now (a claim Placement refused with a 409:
         another scheduler took what the model shows free)."""
-        uuids = set(uuids)
         with self._polling:
-            started = time.monotonic()
-            found = self.database.read_providers(uuids)
-            finished = time.monotonic()
-            removed = list(uuids - {p.uuid for p in found})
-            with self._lock:
-                found = self._with_pending(found, started, finished)
-                removed = [uuid for uuid in removed if uuid in self.model.providers]
-                self._drop_pending(removed)
-                self.model.apply(found, removed)
-            return len(found) + len(removed)
+            return self._read(uuids)
+
+    def _read(self, uuids: Iterable[str]) -> int:
+        uuids = set(uuids)
+        started = time.monotonic()
+        found = self.database.read_providers(uuids)
+        finished = time.monotonic()
+        removed = list(uuids - {p.uuid for p in found})
+        with self._lock:
+            found = self._with_pending(found, started, finished)
+            removed = [uuid for uuid in removed if uuid in self.model.providers]
+            self._drop_pending(removed)
+            self.model.apply(found, removed)
+        return len(found) + len(removed)
 
     # -- this daemon's claims ----------------------------------------------
     def note_claimed(self, allocations: Mapping[str, Mapping[str, int]]) -> PendingClaim:

@@ -213,7 +213,7 @@ def test_read_changed_reads_only_what_moved(tables, database):
     assert by_uuid[new].inventories["VCPU"].total == 8
 
 
-def test_reader_keeps_the_model_and_reconciliation_catches_releases(tables, database):
+def test_reader_keeps_the_model_and_the_next_refresh_catches_releases(tables, database):
     cloud = _cloud(tables)
     reader = _reader(database)
     model = reader.model
@@ -221,19 +221,33 @@ def test_reader_keeps_the_model_and_reconciliation_catches_releases(tables, data
     assert model.tree_of(cloud["cn"])[0].uuid == cloud["cn"]
     assert "CUSTOM_BAREMETAL_GOLD" in model.known_classes
 
-    # DELETE /allocations/b: Placement moves no generation.
-    tables.delete_consumer("b")
-    assert reader.refresh() == 0
-    assert model.providers[cloud["cn"]].usages["VCPU"] == 7
+    # DELETE /allocations/b: Placement moves no generation, yet the next
+    # refresh sees less used than the model counts and reads who released.
     version = model.version
-    assert reader.reconcile() == 3  # cn, its GPU, the shared disk
+    tables.delete_consumer("b")
+    assert reader.refresh() == 3  # cn, its GPU, the shared disk
     assert model.providers[cloud["cn"]].usages == {"VCPU": 3, "MEMORY_MB": 2560}
     assert model.providers[cloud["gpu"]].usages == {}
     assert model.providers[cloud["disk"]].usages == {"DISK_GB": 40}
     assert model.changed_since(version) == {cloud["cn"], cloud["gpu"], cloud["disk"]}
-    # Nothing else differs: a reconciliation without changes applies none.
+    # Nothing else differs: neither a refresh nor a reconciliation applies any.
     version = model.version
+    assert reader.refresh() == 0 and model.version == version
     assert reader.reconcile() == 0 and model.version == version
+
+    # A consumer moved from cn to the Ironic node (conductor's
+    # move_allocations): Placement moves the generation of the provider
+    # written only; the total is unchanged, the release on cn is found too.
+    tables.delete_consumer("a")
+    tables.allocation(cloud["ironic"], "a", VCPU, 2)
+    tables.allocation(cloud["ironic"], "a", MEMORY_MB, 2048)
+    tables.allocation(cloud["ironic"], "a", DISK_GB, 20)
+    tables.bump(cloud["ironic"])
+    assert reader.refresh() == 3  # ironic by its generation; cn, disk released
+    assert model.providers[cloud["cn"]].usages == {"VCPU": 1, "MEMORY_MB": 512}
+    assert model.providers[cloud["disk"]].usages == {"DISK_GB": 20}
+    assert model.providers[cloud["ironic"]].usages["VCPU"] == 2
+    assert reader.reconcile() == 0
 
     # A bump, a new provider, a removed one: a refresh.
     tables.trait(cloud["ironic"], "CUSTOM_NEW")
