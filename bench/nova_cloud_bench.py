@@ -1012,6 +1012,9 @@ def main() -> int:
     # In OPERATIONS' order: boots first, as before issue 40, so that their
     # figures are taken on a scheduler in the same state as before.
     args.operations = [o for o in OPERATIONS if o in args.operations]
+    if args.py_spy and shutil.which("py-spy") is None:
+        # Found missing only after the timed calls, it would cost the run.
+        parser.error("--py-spy needs py-spy on PATH: python3 -m pip install py-spy")
 
     bench = Bench(args)
     say(f"work directory {bench.workdir}")
