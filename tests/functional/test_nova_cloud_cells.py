@@ -27,7 +27,6 @@ superconductor) while cell2 itself keeps working.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -35,13 +34,11 @@ import pytest
 
 import novacloud
 from novacloud import ApiError, host_of
-from test_nova_cloud import (NO_VALID_HOST, Scenario, module_cloud, nova_sched_only,
-                             scenario_in, wait_health)
+from test_nova_cloud import (NO_VALID_HOST, RESCHED_USABLE_MB, SCHEDULER, Scenario,
+                             module_cloud, nova_sched_only, scenario_in, wait_health)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SCHEDULER = os.environ.get("NOVA_SCHED_CLOUD_SCHEDULER", "nova-sched")
-RESCHED_USABLE_MB = 16384
 COMPUTES = {
     "c1-small": "fake.SmallFakeDriver",
     "c1-medium": "fake.MediumFakeDriver",

@@ -34,7 +34,6 @@ Set ``NOVA_SCHED_TEST_DIR`` to keep the processes' logs.
 
 from __future__ import annotations
 
-import inspect
 import time
 import uuid
 
@@ -51,9 +50,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 MOVE = "move_drivers."
 # Usable RAM of cell2's hosts (MediumFakeDriver's 8 GB less the reserve).
 CELL2_USABLE_MB = 4096
-TWO_CELLS = "cells" in inspect.signature(novacloud.NovaCloud.__init__).parameters
 CELL1_VM_HOSTS = ("a1", "a2", "a3")
-CELL2_VM_HOSTS = ("b1", "b2") if TWO_CELLS else ()
+CELL2_VM_HOSTS = ("b1", "b2")
 COMPUTES = {
     "a1": {"driver": MOVE + "MediumMoveDriver"},
     "a2": {"driver": MOVE + "MediumMoveDriver"},
@@ -152,9 +150,8 @@ def start_cloud(cloud: novacloud.NovaCloud, scheduler: str) -> None:
 @pytest.fixture(scope="module")
 def moves_cloud(rabbitmq, workdir, nova_venv):
     def _make():
-        kwargs = {"cells": 2} if TWO_CELLS else {}
         return novacloud.NovaCloud(workdir("moves_cloud"), venv=nova_venv,
-                                   nova_overrides=NOVA_OVERRIDES, **kwargs)
+                                   nova_overrides=NOVA_OVERRIDES, cells=2)
     yield from module_cloud(_make, SCHEDULER, lambda cloud: start_cloud(cloud, SCHEDULER))
 
 
@@ -199,10 +196,7 @@ class MoveScenario(Scenario):
         self.stopped.append(host)
         set_forced_down(self.api, host, True)
         self.forced_down.append(host)
-        novacloud.wait_until(
-            lambda: self.api.compute_services()[host]["state"] == "down", 30, 0.5,
-            f"{host} down")
-        self.cloud.settle()
+        self.wait_service(host, "down", 30)
 
     def restart(self, host: str) -> None:
         """The stopped compute started again (still forced down)."""
@@ -212,9 +206,14 @@ class MoveScenario(Scenario):
     def unforce(self, host: str) -> None:
         set_forced_down(self.api, host, False)
         self.forced_down.remove(host)
+        self.wait_service(host, "up", 60)
+
+    def wait_service(self, host: str, state: str, timeout: float) -> None:
+        """Until nova's API says ``host``'s compute service is ``state``,
+        then until the scheduler has read it."""
         novacloud.wait_until(
-            lambda: self.api.compute_services()[host]["state"] == "up", 60, 0.5,
-            f"{host} up")
+            lambda: self.api.compute_services()[host]["state"] == state, timeout, 0.5,
+            f"{host} {state}")
         self.cloud.settle()
 
     # -- what nova and Placement say --------------------------------------------
@@ -307,10 +306,7 @@ class MoveScenario(Scenario):
             novacloud.wait_until(lambda: _unforced(self.api, host), 120, 1,
                                  f"{host} no longer forced down")
             self.forced_down.remove(host)
-            novacloud.wait_until(
-                lambda: self.api.compute_services()[host]["state"] == "up", 60, 0.5,
-                f"{host} up")
-            self.cloud.settle()
+            self.wait_service(host, "up", 60)
         super().undo()
         services = self.api.compute_services()
         assert all(s["state"] == "up" and s["status"] == "enabled"
@@ -337,18 +333,13 @@ def cell_of(cloud: novacloud.NovaCloud, host: str) -> str:
     return getattr(cloud, "compute_cells", {}).get(host, "cell1")
 
 
-two_cells_only = pytest.mark.skipif(not TWO_CELLS, reason="needs the two-cell cloud")
-
-
 # -- 1. live migration -----------------------------------------------------------
 def test_a_live_migration_without_a_host_goes_to_another_host_of_its_cell(
         scenario, tiny):
     """The scheduler picks; never the source; the instance's consumer on the
     destination only once it is over, the migration's consumer gone."""
-    servers = [scenario.boot_on(tiny, "a1")]
-    if TWO_CELLS:
-        # cell1's hosts have twice the free RAM: only the cell keeps it in cell2.
-        servers.append(scenario.boot_on(tiny, "b1"))
+    # cell1's hosts have twice the free RAM: only the cell keeps b1's in cell2.
+    servers = [scenario.boot_on(tiny, "a1"), scenario.boot_on(tiny, "b1")]
     flavor = scenario.flavor_resources(tiny)
 
     for server in servers:
@@ -443,7 +434,6 @@ def test_a_live_migration_to_a_named_host_is_judged_by_the_filters_and_the_claim
         "a pre-check on a host the scheduler refused"
 
 
-@two_cells_only
 def test_a_live_migration_to_a_host_of_another_cell_is_refused(scenario, tiny):
     """nova looks the named host up in the instance's cell: 400, nothing moves."""
     server = scenario.boot_on(tiny, "a1")
@@ -589,9 +579,7 @@ def test_an_offloaded_server_holds_nothing_and_is_scheduled_again_on_unshelve(
     host, no allocation); unshelve asks the scheduler for a host of the
     server's cell and claims there."""
     flavor = scenario.flavor_resources(tiny)
-    servers = [scenario.boot_on(tiny, "a1")]
-    if TWO_CELLS:
-        servers.append(scenario.boot_on(tiny, "b1"))
+    servers = [scenario.boot_on(tiny, "a1"), scenario.boot_on(tiny, "b1")]
 
     for server in servers:
         cell = cell_of(scenario.cloud, host_of(server))
