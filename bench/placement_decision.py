@@ -53,11 +53,19 @@ TRAITS = ([f"HW_CPU_X86_{flag}" for flag in (
     "CLMUL", "SHA", "VMX", "SVM", "MMX", "ABM", "MPX")]
     + [f"COMPUTE_{kind}_{n}" for kind in ("NET_VIF_MODEL", "STORAGE_BUS", "GRAPHICS_MODEL",
                                           "IMAGE_TYPE", "SOUND_MODEL") for n in range(22)])
+# The one cell every node is in (a move is kept there).
+CELL = "1f0c9e5e-6f55-4c1e-9d59-2c1f5a7b6d3e"
+# Per kind of request: the flavor's extra specs, and what conductor adds
+# beside them (filter properties).
 KINDS = {
-    "plain 2 vCPU / 4 GB": {},
-    "trait required": {"trait:HW_CPU_X86_AVX512F": "required"},
-    "vGPU": {"resources:VGPU": "1"},
-    "dedicated CPUs": {"hw:cpu_policy": "dedicated"},
+    "plain 2 vCPU / 4 GB": ({}, {}),
+    "trait required": ({"trait:HW_CPU_X86_AVX512F": "required"}, {}),
+    "vGPU": ({"resources:VGPU": "1"}, {}),
+    "dedicated CPUs": ({"hw:cpu_policy": "dedicated"}, {}),
+    # nova 34's live migration without a host: the source ignored, the
+    # instance's cell kept.
+    "live migration": ({}, {"ignore_hosts": ["node-0"], "requested_destination": {
+        "host": None, "node": None, "cell": CELL}}),
 }
 
 
@@ -86,7 +94,7 @@ def build(size: int, rng: random.Random):
                     root_uuid=node, inventories={"VGPU": Inventory(4)},
                     usages={"VGPU": rng.randint(0, 4)}))
         state = HostState(host=f"node-{n}", nodename=f"node-{n}", node_id=n + 1,
-                          hypervisor_hostname=f"node-{n}", uuid=node,
+                          hypervisor_hostname=f"node-{n}", uuid=node, cell_uuid=CELL,
                           hypervisor_type="QEMU", hypervisor_version=8002000)
         table.upsert(state, {"memory_mb": 393216, "vcpus": 1024, "disk_mb": 2000 * 1024,
                              "service_updated": now, "disabled": False})
@@ -102,10 +110,11 @@ def host_manager(table: HostTable, model: ProviderModel):
     source = types.SimpleNamespace(provider_model=model, min_compute_version=lambda: 73)
     return types.SimpleNamespace(table=table, source=source, lock=threading.RLock(),
                                  candidates=table.active_rows,
+                                 unreachable_cells=frozenset,
                                  hosts_of=lambda uuids: {})
 
 
-def spec_of(extra_specs: dict):
+def spec_of(extra_specs: dict, fprops: dict):
     body = {"instance_properties": {"uuid": str(uuidlib.uuid4()), "memory_mb": 4096,
                                     "vcpus": 2, "root_gb": 20, "ephemeral_gb": 0,
                                     "project_id": "p1", "user_id": "u1"},
@@ -113,7 +122,7 @@ def spec_of(extra_specs: dict):
                               "root_gb": 20, "ephemeral_gb": 0, "swap": 0,
                               "extra_specs": extra_specs},
             "image": {"id": "img", "properties": {}}, "num_instances": 1}
-    return request.parse(body, {})
+    return request.parse(body, fprops)
 
 
 def run(size: int, repeats: int, rng: random.Random) -> list[dict]:
@@ -122,8 +131,8 @@ def run(size: int, repeats: int, rng: random.Random) -> list[dict]:
     built = time.perf_counter() - started
     driver = FilterScheduler(host_manager(table, model))
     rows = []
-    for kind, extra_specs in KINDS.items():
-        spec = spec_of(extra_specs)
+    for kind, (extra_specs, fprops) in KINDS.items():
+        spec = spec_of(extra_specs, fprops)
         times, hosts = [], 0
         for attempt in range(repeats + 3):
             cycle = CycleState(spec=spec, hosts_of=lambda uuids: {})
