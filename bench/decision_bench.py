@@ -310,7 +310,7 @@ def reference(scheduler: FilterScheduler, kind: CycleState,
     forced = bool(spec.force_hosts or spec.force_nodes)
     filters = [] if forced else scheduler.filters
     cycle.prepare(filters + scheduler.weighers)
-    rows, _, _ = scheduler._candidates(cycle, forced)
+    rows, _, _ = scheduler._candidates(cycle)
     for flt in filters:
         if not len(rows):
             break
